@@ -1,0 +1,55 @@
+// The operations. Each validates its arguments once (throwing quanta::Error that names the
+// argument and the rule), then routes by where the buffers live (host -> CPU backend,
+// device -> CUDA backend) and by the selector's table.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "quanta/matrix.hpp"
+
+namespace quanta {
+
+// Execution knobs shared by every op.
+struct Context {
+  int threads = 0;                   // CPU worker threads; 0 = all cores
+  void* cuda_stream = nullptr;       // cudaStream_t for device ops; null = the default stream
+  std::string_view kernel = "auto";  // force a named kernel (tests, bench); "auto" = selector
+};
+
+struct QuantizeOptions {
+  Layout layout = Layout::nk;  // w is [N, K] for nk, [K, N] for kn; groups always along K
+  // nvfp4 only: MLX's `global_scale` argument, the tensor's max |w|. When set, block scales
+  // use the two-level encoding and the matrix stores global_scale = amax / (448 * 6).
+  std::optional<float> nvfp4_tensor_amax;
+};
+
+// Quantizes dense weights, bit-exact with the format's owner (MLX for affine/mxfp4/mxfp8/
+// nvfp4, ggml/gguf-py for GGUF blocks, OCP for fp8 with saturation). Affine scales and
+// biases take w's dtype (MLX). Host memory in and out.
+QuantizedMatrix quantize(ConstMatrixView w, const Format& format, const QuantizeOptions& opts = {},
+                         const Context& ctx = {});
+
+// out = dense W in the storage layout ([N, K] for nk, [K, N] for kn), any dtype.
+void dequantize(const QuantizedMatrix& w, MatrixView out, const Context& ctx = {});
+
+// y[M, N] = x[M, K] · Wᵀ (nk) or x · W (kn). x and y share a dtype; affine scales must have
+// that dtype too (the MLX convention).
+void matmul(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y, const Context& ctx = {});
+
+// MoE: y[i, :] = x[i, :] · W[expert_ids[i]]ᵀ for a stack of `w.batch` matrices.
+// expert_ids has x.rows entries and lives where x lives.
+void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx = {});
+
+// Whether this build has the CUDA backend and a usable device.
+bool cuda_available();
+
+// Copies a host matrix into device memory owned by the returned matrix (and back).
+// Throws quanta::NotSupported in a build without CUDA.
+QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx = {});
+QuantizedMatrix to_host(const QuantizedMatrix& w, const Context& ctx = {});
+
+}  // namespace quanta
