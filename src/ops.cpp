@@ -1,8 +1,8 @@
-// The op boundary: validate once, then route by where the buffers live.
+// The op boundary: validate once, then ask the selector for a kernel of the buffers' device.
 #include <fmt/format.h>
 
+#include "core/kernel.hpp"
 #include "core/validate.hpp"
-#include "cpu/backend.hpp"
 #include "cuda/backend.hpp"
 #include "quanta/error.hpp"
 #include "quanta/ops.hpp"
@@ -22,8 +22,8 @@ void dequantize(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
                     "layout of {}{})",
                     op, out.rows, out.cols, rows, cols, w.describe(),
                     w.batch > 1 ? ", experts stacked along rows" : ""));
-  if (w.location == Location::host) return cpu::dequantize(w, out, ctx);
-  cuda::dequantize(w, out, ctx);
+  Problem p = matmul_problem(Op::dequantize, ConstMatrixView{out.data, out.dtype, 0, w.k}, w);
+  select_kernel(p, ctx.kernel).dequantize(w, out, ctx);
 }
 
 void matmul(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y, const Context& ctx) {
@@ -32,8 +32,7 @@ void matmul(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y, const Con
   if (w.batch != 1)
     throw Error(
         fmt::format("[quanta::{}] w: a stack of {} matrices needs gather_matmul", op, w.batch));
-  if (w.location == Location::host) return cpu::matmul(x, w, y, ctx);
-  cuda::matmul(x, w, y, ctx);
+  select_kernel(matmul_problem(Op::matmul, x, w), ctx.kernel).matmul(x, w, nullptr, y, ctx);
 }
 
 void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
@@ -41,14 +40,15 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
   constexpr std::string_view op = "gather_matmul";
   detail::check_matmul_args(x, w, y, op);
   if (expert_ids == nullptr) throw Error(fmt::format("[quanta::{}] expert_ids: null pointer", op));
-  if (w.location == Location::host) {
+  // Host ids are checked here; device ids are checked by the kernel (out-of-range rows are
+  // reported as an error after the launch, never read out of bounds).
+  if (x.location == Location::host)
     for (int64_t m = 0; m < x.rows; ++m)
       if (expert_ids[m] < 0 || expert_ids[m] >= w.batch)
         throw Error(fmt::format("[quanta::{}] expert_ids[{}] = {} must be in [0, {})", op, m,
                                 expert_ids[m], w.batch));
-    return cpu::gather_matmul(x, w, expert_ids, y, ctx);
-  }
-  cuda::gather_matmul(x, w, expert_ids, y, ctx);  // checks ids on the device
+  select_kernel(matmul_problem(Op::gather_matmul, x, w), ctx.kernel)
+      .matmul(x, w, expert_ids, y, ctx);
 }
 
 bool cuda_available() {

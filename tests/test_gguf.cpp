@@ -25,11 +25,12 @@ constexpr Scheme kEncodable[] = {Scheme::q4_0, Scheme::q4_1, Scheme::q5_0, Schem
                                  Scheme::q8_0};
 constexpr Scheme kKQuants[] = {Scheme::q2_K, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K,
                                Scheme::q6_K};
-constexpr Scheme kAll[] = {Scheme::q4_0, Scheme::q4_1, Scheme::q5_0, Scheme::q5_1,
-                           Scheme::q8_0, Scheme::q2_K, Scheme::q3_K, Scheme::q4_K,
-                           Scheme::q5_K, Scheme::q6_K};
+constexpr Scheme kAll[] = {Scheme::q4_0, Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q8_0,
+                           Scheme::q2_K, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K, Scheme::q6_K};
 
-std::string name_of(Scheme s) { return std::string(scheme_info(s).name); }
+std::string name_of(Scheme s) {
+  return std::string(scheme_info(s).name);
+}
 
 std::vector<uint8_t> read_bytes(const std::string& file) {
   const std::string path = std::string(QUANTA_GOLDEN_DIR) + "/gguf/" + file;
@@ -68,7 +69,9 @@ Golden load(Scheme s) {
   return g;
 }
 
-std::string scheme_param_name(const testing::TestParamInfo<Scheme>& p) { return name_of(p.param); }
+std::string scheme_param_name(const testing::TestParamInfo<Scheme>& p) {
+  return name_of(p.param);
+}
 
 // ---- goldens -------------------------------------------------------------------------------
 
@@ -152,17 +155,38 @@ TEST_P(GgufAll, BlockSizesMatchSchemeInfo) {
   size_t size = 0;
   int elems = 0;
   switch (s) {
-    case Scheme::q4_0: size = sizeof(block_q4_0), elems = kQK; break;
-    case Scheme::q4_1: size = sizeof(block_q4_1), elems = kQK; break;
-    case Scheme::q5_0: size = sizeof(block_q5_0), elems = kQK; break;
-    case Scheme::q5_1: size = sizeof(block_q5_1), elems = kQK; break;
-    case Scheme::q8_0: size = sizeof(block_q8_0), elems = kQK; break;
-    case Scheme::q2_K: size = sizeof(block_q2_K), elems = kQK_K; break;
-    case Scheme::q3_K: size = sizeof(block_q3_K), elems = kQK_K; break;
-    case Scheme::q4_K: size = sizeof(block_q4_K), elems = kQK_K; break;
-    case Scheme::q5_K: size = sizeof(block_q5_K), elems = kQK_K; break;
-    case Scheme::q6_K: size = sizeof(block_q6_K), elems = kQK_K; break;
-    default: FAIL() << "not a GGUF scheme";
+    case Scheme::q4_0:
+      size = sizeof(block_q4_0), elems = kQK;
+      break;
+    case Scheme::q4_1:
+      size = sizeof(block_q4_1), elems = kQK;
+      break;
+    case Scheme::q5_0:
+      size = sizeof(block_q5_0), elems = kQK;
+      break;
+    case Scheme::q5_1:
+      size = sizeof(block_q5_1), elems = kQK;
+      break;
+    case Scheme::q8_0:
+      size = sizeof(block_q8_0), elems = kQK;
+      break;
+    case Scheme::q2_K:
+      size = sizeof(block_q2_K), elems = kQK_K;
+      break;
+    case Scheme::q3_K:
+      size = sizeof(block_q3_K), elems = kQK_K;
+      break;
+    case Scheme::q4_K:
+      size = sizeof(block_q4_K), elems = kQK_K;
+      break;
+    case Scheme::q5_K:
+      size = sizeof(block_q5_K), elems = kQK_K;
+      break;
+    case Scheme::q6_K:
+      size = sizeof(block_q6_K), elems = kQK_K;
+      break;
+    default:
+      FAIL() << "not a GGUF scheme";
   }
   EXPECT_EQ(size, static_cast<size_t>(scheme_info(s).block_bytes));
   EXPECT_EQ(elems, scheme_info(s).block_elems);
@@ -397,8 +421,10 @@ TEST(GgufHandBuilt, Q3_K) {
   int sc[16];  // stored 6-bit scales, value = sc - 32
   for (int s = 0; s < 16; ++s) {
     sc[s] = (s * 29 + 3) % 64;
-    if (s < 8) b.scales[s] |= static_cast<uint8_t>(sc[s] & 15);
-    else b.scales[s - 8] |= static_cast<uint8_t>((sc[s] & 15) << 4);
+    if (s < 8)
+      b.scales[s] |= static_cast<uint8_t>(sc[s] & 15);
+    else
+      b.scales[s - 8] |= static_cast<uint8_t>((sc[s] & 15) << 4);
     b.scales[8 + s % 4] |= static_cast<uint8_t>((sc[s] >> 4) << (2 * (s / 4)));
   }
   int q[kQK_K];  // value in -4..3: low 2 bits in qs, hmask bit set means "no -4"

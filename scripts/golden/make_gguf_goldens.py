@@ -28,7 +28,7 @@ import gguf
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 
 SEED = 20250611
-ROWS = 4
+ROWS = 6
 COLS_32 = 256  # 8 blocks of 32 per row
 COLS_K = 512  # 2 super-blocks of 256 per row
 ENCODABLE = {"q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0, "q5_1": T.Q5_1, "q8_0": T.Q8_0}
@@ -57,6 +57,11 @@ def make_input(rng: np.random.Generator) -> np.ndarray:
     blocks[3, 7] = np.clip(blocks[3, 7], -1.5, 1.5)
     blocks[3, 7, 5] = np.float32(2.0)
     blocks[3, 7, 9] = np.float32(-2.0)
+    # Rows 4, 5: values on a coarse grid (integers, quarters). x * id then often lands on or
+    # next to a rounding boundary, so any change of operation order shows up in the bytes
+    # (e.g. (max - min) * (1/15) instead of / 15 flips ~10% of these Q4_1 blocks).
+    blocks[4] = rng.integers(-20, 21, size=blocks[4].shape).astype(np.float32)
+    blocks[5] = (rng.integers(-64, 65, size=blocks[5].shape) / 4).astype(np.float32)
     assert not np.any(np.signbit(x) & (x == 0)), "no -0: numpy's min of +-0 is lane-dependent"
     return np.ascontiguousarray(blocks.reshape(ROWS, COLS_32))
 

@@ -56,7 +56,7 @@ void matmul_rows(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y,
 
 }  // namespace
 
-void dequantize(const QuantizedMatrix& w, MatrixView out, const Context&) {
+void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&) {
   const int64_t R = codec::storage_rows(w), C = codec::storage_cols(w);
   std::vector<float> row(static_cast<std::size_t>(C));
   for (int64_t e = 0; e < w.batch; ++e) {
@@ -71,14 +71,13 @@ void dequantize(const QuantizedMatrix& w, MatrixView out, const Context&) {
   }
 }
 
-void matmul(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y, const Context&) {
-  std::vector<int64_t> rows(static_cast<std::size_t>(x.rows));
-  for (int64_t m = 0; m < x.rows; ++m) rows[static_cast<std::size_t>(m)] = m;
-  matmul_rows(x, w, y, rows);
-}
-
-void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, MatrixView y,
-                   const Context&) {
+void matmul_generic(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, MatrixView y,
+                    const Context&) {
+  if (ids == nullptr) {
+    std::vector<int64_t> rows(static_cast<std::size_t>(x.rows));
+    for (int64_t m = 0; m < x.rows; ++m) rows[static_cast<std::size_t>(m)] = m;
+    return matmul_rows(x, w.expert(0), y, rows);
+  }
   // Group rows by expert so each expert's weights are decoded once.
   std::vector<std::vector<int64_t>> by_expert(static_cast<std::size_t>(w.batch));
   for (int64_t m = 0; m < x.rows; ++m) by_expert[static_cast<std::size_t>(ids[m])].push_back(m);

@@ -4,10 +4,22 @@
 
 #include <memory>
 
+#include "core/kernel.hpp"
 #include "cuda/backend.hpp"
 #include "cuda/runtime.cuh"
 
 namespace quanta::cuda {
+
+int compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return major * 10 + minor;
+}
 
 bool available() {
   int count = 0;
@@ -55,10 +67,6 @@ QuantizedMatrix copy_matrix(const QuantizedMatrix& w, Location to, const Context
   return m;
 }
 
-[[noreturn]] void no_kernel(std::string_view op, const QuantizedMatrix& w) {
-  throw NotSupported(fmt::format("[quanta::{}] no CUDA kernel for {} yet", op, w.describe()));
-}
-
 }  // namespace
 
 QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx) {
@@ -66,17 +74,6 @@ QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx) {
 }
 QuantizedMatrix to_host(const QuantizedMatrix& w, const Context& ctx) {
   return copy_matrix(w, Location::host, ctx);
-}
-
-void dequantize(const QuantizedMatrix& w, MatrixView, const Context&) {
-  no_kernel("dequantize", w);
-}
-void matmul(ConstMatrixView, const QuantizedMatrix& w, MatrixView, const Context&) {
-  no_kernel("matmul", w);
-}
-void gather_matmul(ConstMatrixView, const QuantizedMatrix& w, const int32_t*, MatrixView,
-                   const Context&) {
-  no_kernel("gather_matmul", w);
 }
 
 }  // namespace quanta::cuda

@@ -1,5 +1,5 @@
-// CUDA backend entry points. Arguments are already validated by the op layer (shapes,
-// dtypes, locations); in a build without CUDA every entry point throws NotSupported.
+// CUDA backend services used by the op layer; kernels are listed in src/cuda/kernels.cpp.
+// In a build without CUDA every entry point throws NotSupported.
 #pragma once
 
 #include "quanta/ops.hpp"
@@ -7,10 +7,6 @@
 namespace quanta::cuda {
 
 bool available();
-void dequantize(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
-void matmul(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y, const Context& ctx);
-void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
-                   MatrixView y, const Context& ctx);
 QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx);
 QuantizedMatrix to_host(const QuantizedMatrix& w, const Context& ctx);
 

@@ -14,7 +14,9 @@ namespace quanta::codec::gguf {
 
 namespace {
 
-std::string scheme_name(Scheme s) { return std::string(scheme_info(s).name); }
+std::string scheme_name(Scheme s) {
+  return std::string(scheme_info(s).name);
+}
 
 void require_gguf(Scheme s, const char* op) {
   if (static_cast<int>(s) >= static_cast<int>(std::size(kSchemes)) ||
@@ -39,17 +41,28 @@ template <class T>
 void decode_any(Scheme s, const void* block, T* out, const char* op) {
   require_gguf(s, op);
   switch (s) {
-    case Scheme::q4_0: return decode_as<block_q4_0, T>(block, out, dequantize_block_q4_0<T>);
-    case Scheme::q4_1: return decode_as<block_q4_1, T>(block, out, dequantize_block_q4_1<T>);
-    case Scheme::q5_0: return decode_as<block_q5_0, T>(block, out, dequantize_block_q5_0<T>);
-    case Scheme::q5_1: return decode_as<block_q5_1, T>(block, out, dequantize_block_q5_1<T>);
-    case Scheme::q8_0: return decode_as<block_q8_0, T>(block, out, dequantize_block_q8_0<T>);
-    case Scheme::q2_K: return decode_as<block_q2_K, T>(block, out, dequantize_block_q2_K<T>);
-    case Scheme::q3_K: return decode_as<block_q3_K, T>(block, out, dequantize_block_q3_K<T>);
-    case Scheme::q4_K: return decode_as<block_q4_K, T>(block, out, dequantize_block_q4_K<T>);
-    case Scheme::q5_K: return decode_as<block_q5_K, T>(block, out, dequantize_block_q5_K<T>);
-    case Scheme::q6_K: return decode_as<block_q6_K, T>(block, out, dequantize_block_q6_K<T>);
-    default: break;
+    case Scheme::q4_0:
+      return decode_as<block_q4_0, T>(block, out, dequantize_block_q4_0<T>);
+    case Scheme::q4_1:
+      return decode_as<block_q4_1, T>(block, out, dequantize_block_q4_1<T>);
+    case Scheme::q5_0:
+      return decode_as<block_q5_0, T>(block, out, dequantize_block_q5_0<T>);
+    case Scheme::q5_1:
+      return decode_as<block_q5_1, T>(block, out, dequantize_block_q5_1<T>);
+    case Scheme::q8_0:
+      return decode_as<block_q8_0, T>(block, out, dequantize_block_q8_0<T>);
+    case Scheme::q2_K:
+      return decode_as<block_q2_K, T>(block, out, dequantize_block_q2_K<T>);
+    case Scheme::q3_K:
+      return decode_as<block_q3_K, T>(block, out, dequantize_block_q3_K<T>);
+    case Scheme::q4_K:
+      return decode_as<block_q4_K, T>(block, out, dequantize_block_q4_K<T>);
+    case Scheme::q5_K:
+      return decode_as<block_q5_K, T>(block, out, dequantize_block_q5_K<T>);
+    case Scheme::q6_K:
+      return decode_as<block_q6_K, T>(block, out, dequantize_block_q6_K<T>);
+    default:
+      break;
   }
   throw Error(std::string("[quanta::gguf::") + op + "] s: no decoder for " + scheme_name(s));
 }
@@ -99,7 +112,9 @@ void min_max(const float* x, float* min, float* max) {
   }
 }
 
-float inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+float inverse(float d) {
+  return d != 0.0f ? 1.0f / d : 0.0f;
+}
 
 void encode_q4_0(const float* x, block_q4_0* y) {
   float max;
@@ -174,7 +189,8 @@ void encode_q8_0(const float* x, block_q8_0* y) {
 }
 
 template <class Block>
-void encode_blocks(const float* x, int64_t n_blocks, uint8_t* out, void (*fn)(const float*, Block*)) {
+void encode_blocks(const float* x, int64_t n_blocks, uint8_t* out,
+                   void (*fn)(const float*, Block*)) {
   for (int64_t i = 0; i < n_blocks; ++i) {
     Block b;
     fn(x + i * kQK, &b);
@@ -201,17 +217,23 @@ void encode_row(Scheme s, const float* x, int64_t k, uint8_t* out) {
   }
   if (k < 0 || k % info.block_elems != 0) {
     throw Error("[quanta::gguf::encode_row] k: k = " + std::to_string(k) +
-                " is not a non-negative multiple of the " + scheme_name(s) +
-                " block size " + std::to_string(info.block_elems));
+                " is not a non-negative multiple of the " + scheme_name(s) + " block size " +
+                std::to_string(info.block_elems));
   }
   const int64_t n = k / info.block_elems;
   switch (s) {
-    case Scheme::q4_0: return encode_blocks<block_q4_0>(x, n, out, encode_q4_0);
-    case Scheme::q4_1: return encode_blocks<block_q4_1>(x, n, out, encode_q4_1);
-    case Scheme::q5_0: return encode_blocks<block_q5_0>(x, n, out, encode_q5_0);
-    case Scheme::q5_1: return encode_blocks<block_q5_1>(x, n, out, encode_q5_1);
-    case Scheme::q8_0: return encode_blocks<block_q8_0>(x, n, out, encode_q8_0);
-    default: break;
+    case Scheme::q4_0:
+      return encode_blocks<block_q4_0>(x, n, out, encode_q4_0);
+    case Scheme::q4_1:
+      return encode_blocks<block_q4_1>(x, n, out, encode_q4_1);
+    case Scheme::q5_0:
+      return encode_blocks<block_q5_0>(x, n, out, encode_q5_0);
+    case Scheme::q5_1:
+      return encode_blocks<block_q5_1>(x, n, out, encode_q5_1);
+    case Scheme::q8_0:
+      return encode_blocks<block_q8_0>(x, n, out, encode_q8_0);
+    default:
+      break;
   }
   throw Error("[quanta::gguf::encode_row] s: no encoder for " + scheme_name(s));
 }

@@ -4,9 +4,10 @@
 //
 // Why the f32 decoders are exact on every compiler and on the device: each product below is
 // an f16 value (11 significant bits) times integers whose product is at most 2^12 in
-// magnitude (Q6_K: |scale| <= 128, |q| <= 32), so it fits f32's 24 bits exactly. The only rounding step is the final add of m (Q4_1, Q5_1) or subtraction of
-// dmin*m (K-quants), so FMA contraction (nvcc's default, GCC's -ffp-contract=fast) cannot
-// change a result, and ggml's and gguf-py's operation orders give the same bits.
+// magnitude (Q6_K: |scale| <= 128, |q| <= 32), so it fits f32's 24 bits exactly. The only
+// rounding step is the final add of m (Q4_1, Q5_1) or subtraction of dmin*m (K-quants), so
+// FMA contraction (nvcc's default, GCC's -ffp-contract=fast) cannot change a result, and
+// ggml's and gguf-py's operation orders give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -16,33 +17,37 @@
 
 namespace quanta::codec::gguf {
 
-inline constexpr int kQK = 32;         // QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 (ggml-common.h)
-inline constexpr int kQK_K = 256;      // QK_K: K-quant super-block
+inline constexpr int kQK = 32;          // QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 (ggml-common.h)
+inline constexpr int kQK_K = 256;       // QK_K: K-quant super-block
 inline constexpr int kKScaleSize = 12;  // K_SCALE_SIZE: 8 packed 6-bit scales + 8 6-bit mins
 
 // ---- block layouts (ggml-common.h; f16 fields held as their bits) -------------------------
 
-struct block_q4_0 {  // 2 + 32/2 = 18 bytes: 4.5 bpw
+// Q4_0: 2 + 32/2 = 18 bytes: 4.5 bpw
+struct block_q4_0 {
   uint16_t d;
   uint8_t qs[kQK / 2];  // element j in the low nibble of qs[j], element j+16 in the high one
 };
 static_assert(sizeof(block_q4_0) == 18);
 
-struct block_q4_1 {  // 2*2 + 32/2 = 20 bytes: 5.0 bpw
+// Q4_1: 2*2 + 32/2 = 20 bytes: 5.0 bpw
+struct block_q4_1 {
   uint16_t d;
   uint16_t m;
   uint8_t qs[kQK / 2];
 };
 static_assert(sizeof(block_q4_1) == 20);
 
-struct block_q5_0 {  // 2 + 4 + 32/2 = 22 bytes: 5.5 bpw
+// Q5_0: 2 + 4 + 32/2 = 22 bytes: 5.5 bpw
+struct block_q5_0 {
   uint16_t d;
   uint8_t qh[4];  // bit j of the little-endian u32 is bit 4 of element j
   uint8_t qs[kQK / 2];
 };
 static_assert(sizeof(block_q5_0) == 22);
 
-struct block_q5_1 {  // 2*2 + 4 + 32/2 = 24 bytes: 6.0 bpw
+// Q5_1: 2*2 + 4 + 32/2 = 24 bytes: 6.0 bpw
+struct block_q5_1 {
   uint16_t d;
   uint16_t m;
   uint8_t qh[4];
@@ -50,13 +55,15 @@ struct block_q5_1 {  // 2*2 + 4 + 32/2 = 24 bytes: 6.0 bpw
 };
 static_assert(sizeof(block_q5_1) == 24);
 
-struct block_q8_0 {  // 2 + 32 = 34 bytes: 8.5 bpw
+// Q8_0: 2 + 32 = 34 bytes: 8.5 bpw
+struct block_q8_0 {
   uint16_t d;
   int8_t qs[kQK];
 };
 static_assert(sizeof(block_q8_0) == 34);
 
-struct block_q2_K {  // 256/16 + 256/4 + 2*2 = 84 bytes: 2.625 bpw
+// Q2_K: 256/16 + 256/4 + 2*2 = 84 bytes: 2.625 bpw
+struct block_q2_K {
   uint8_t scales[kQK_K / 16];  // per 16 elements: low nibble scale, high nibble min
   uint8_t qs[kQK_K / 4];
   uint16_t d;
@@ -64,7 +71,8 @@ struct block_q2_K {  // 256/16 + 256/4 + 2*2 = 84 bytes: 2.625 bpw
 };
 static_assert(sizeof(block_q2_K) == 84);
 
-struct block_q3_K {  // 256/8 + 256/4 + 12 + 2 = 110 bytes: 3.4375 bpw
+// Q3_K: 256/8 + 256/4 + 12 + 2 = 110 bytes: 3.4375 bpw
+struct block_q3_K {
   uint8_t hmask[kQK_K / 8];
   uint8_t qs[kQK_K / 4];
   uint8_t scales[12];  // 16 6-bit scales, stored +32
@@ -72,7 +80,8 @@ struct block_q3_K {  // 256/8 + 256/4 + 12 + 2 = 110 bytes: 3.4375 bpw
 };
 static_assert(sizeof(block_q3_K) == 110);
 
-struct block_q4_K {  // 2*2 + 12 + 256/2 = 144 bytes: 4.5 bpw
+// Q4_K: 2*2 + 12 + 256/2 = 144 bytes: 4.5 bpw
+struct block_q4_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[kKScaleSize];
@@ -80,7 +89,8 @@ struct block_q4_K {  // 2*2 + 12 + 256/2 = 144 bytes: 4.5 bpw
 };
 static_assert(sizeof(block_q4_K) == 144);
 
-struct block_q5_K {  // 2*2 + 12 + 256/8 + 256/2 = 176 bytes: 5.5 bpw
+// Q5_K: 2*2 + 12 + 256/8 + 256/2 = 176 bytes: 5.5 bpw
+struct block_q5_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[kKScaleSize];
@@ -89,7 +99,8 @@ struct block_q5_K {  // 2*2 + 12 + 256/8 + 256/2 = 176 bytes: 5.5 bpw
 };
 static_assert(sizeof(block_q5_K) == 176);
 
-struct block_q6_K {  // 256/2 + 256/4 + 256/16 + 2 = 210 bytes: 6.5625 bpw
+// Q6_K: 256/2 + 256/4 + 256/16 + 2 = 210 bytes: 6.5625 bpw
+struct block_q6_K {
   uint8_t ql[kQK_K / 2];
   uint8_t qh[kQK_K / 4];
   int8_t scales[kQK_K / 16];

@@ -1,6 +1,8 @@
-// A build without CUDA still links: every CUDA entry point names what is missing.
+// A build without CUDA still links: the CUDA kernel table is empty and every CUDA service
+// names what is missing.
 #include <fmt/format.h>
 
+#include "core/kernel.hpp"
 #include "cuda/backend.hpp"
 #include "quanta/error.hpp"
 
@@ -18,15 +20,11 @@ namespace {
 bool available() {
   return false;
 }
-void dequantize(const QuantizedMatrix&, MatrixView, const Context&) {
-  unavailable("dequantize");
+std::span<const KernelEntry> kernels() {
+  return {};
 }
-void matmul(ConstMatrixView, const QuantizedMatrix&, MatrixView, const Context&) {
-  unavailable("matmul");
-}
-void gather_matmul(ConstMatrixView, const QuantizedMatrix&, const int32_t*, MatrixView,
-                   const Context&) {
-  unavailable("gather_matmul");
+int compute_capability() {
+  return 0;
 }
 QuantizedMatrix to_device(const QuantizedMatrix&, const Context&) {
   unavailable("to_device");

@@ -79,6 +79,7 @@ void run_demo(const DemoOptions& o) {
 
 }  // namespace
 
+namespace {
 void add_demo_command(CLI::App& app) {
   auto opts = std::make_shared<DemoOptions>();
   auto* cmd = app.add_subcommand(
@@ -92,5 +93,8 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "random seed");
   cmd->callback([opts] { run_demo(*opts); });
 }
+
+const CommandRegistration kRegistration{"demo", 80, add_demo_command};
+}  // namespace
 
 }  // namespace quanta::cli

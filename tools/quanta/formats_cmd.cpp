@@ -32,6 +32,7 @@ std::string list(std::span<const int> v) {
 
 }  // namespace
 
+namespace {
 void add_formats_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("formats", "List every storage format quanta reads and writes");
   cmd->callback([] {
@@ -47,5 +48,8 @@ void add_formats_command(CLI::App& app) {
     }
   });
 }
+
+const CommandRegistration kRegistration{"formats", 90, add_formats_command};
+}  // namespace
 
 }  // namespace quanta::cli

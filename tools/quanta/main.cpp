@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "commands.hpp"
 #include "quanta/error.hpp"
@@ -9,8 +10,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"quanta: quantized kernels for LLM inference (formats, kernels, bench)"};
   app.require_subcommand(1);
-  quanta::cli::add_formats_command(app);
-  quanta::cli::add_demo_command(app);
+  auto commands = quanta::cli::registered_commands();
+  std::sort(commands.begin(), commands.end(),
+            [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (const auto& c : commands) c.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
