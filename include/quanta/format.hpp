@@ -149,4 +149,7 @@ std::optional<Format> parse_format(std::string_view text);
 // Every valid format, in table order: all affine bits x groups, then the rest.
 std::span<const Format> all_formats();
 
+// A markdown table of kSchemes (docs/FORMATS.md embeds it; a test keeps them in step).
+std::string formats_markdown_table();
+
 }  // namespace quanta

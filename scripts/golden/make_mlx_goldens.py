@@ -140,11 +140,26 @@ def ml_dtypes_tables():
         enc[name] = {"input": write(out, f"{name}.probe.f32", probe.tobytes()),
                      "codes": write(out, f"{name}.probe.codes", probe.astype(t).view(np.uint8).tobytes()),
                      "count": int(probe.size)}
+    # fp8 weights: quanta's documented scale rule (amax / max_finite per output row or per
+    # tensor, 1 for an all-zero row), elements converted by the owner's RNE cast.
+    weights_fp8 = {}
+    for name, t, mx_ in [("e4m3", ml_dtypes.float8_e4m3fn, 448.0), ("e5m2", ml_dtypes.float8_e5m2, 57344.0)]:
+        w = weights(rng, "f32")
+        for gran in ("channel", "tensor"):
+            amax = np.abs(w).max(axis=1, keepdims=True) if gran == "channel" else np.abs(w).max(keepdims=True)
+            scale = np.where(amax > 0, amax / np.float32(mx_), np.float32(1)).astype(np.float32)
+            q = (w / scale).astype(np.float32).astype(t).view(np.uint8)
+            key = f"{name}_{gran}"
+            weights_fp8[key] = {"n": N, "k": K,
+                                "input": write(out, f"{key}.w.f32", w.tobytes()),
+                                "codes": write(out, f"{key}.codes", q.tobytes()),
+                                "scales": write(out, f"{key}.scales.f32", scale.reshape(-1).tobytes())}
     manifest = {
         "generator": "scripts/golden/make_mlx_goldens.py",
         "packages": {"ml_dtypes": ml_dtypes.__version__, "numpy": np.__version__},
         "decode": tables,
         "encode": enc,
+        "fp8_weights": weights_fp8,
         "note": "ml_dtypes astype is round-to-nearest-even; probes stay within the finite range",
     }
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")

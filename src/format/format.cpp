@@ -146,4 +146,67 @@ std::span<const Format> all_formats() {
   return formats;
 }
 
+namespace {
+
+std::string_view code_name(ElementCode c) {
+  switch (c) {
+    case ElementCode::uint:
+      return "uint";
+    case ElementCode::e2m1:
+      return "E2M1";
+    case ElementCode::e4m3:
+      return "E4M3FN";
+    case ElementCode::e5m2:
+      return "E5M2";
+    case ElementCode::gguf_block:
+      return "block";
+  }
+  return "?";
+}
+
+std::string_view scale_encoding_name(ScaleEncoding s) {
+  switch (s) {
+    case ScaleEncoding::activation_dtype:
+      return "f32/f16/bf16 (= x)";
+    case ScaleEncoding::e8m0:
+      return "E8M0";
+    case ScaleEncoding::e4m3:
+      return "E4M3FN";
+    case ScaleEncoding::f32:
+      return "f32 per row or tensor";
+    case ScaleEncoding::in_block:
+      return "f16 in block";
+  }
+  return "?";
+}
+
+std::string bpw_list(const SchemeInfo& i) {
+  // Bits per weight for each accepted (bits, group); affine with f16 scales.
+  std::string s;
+  for (int b : i.bits)
+    for (int g : i.groups) {
+      const Format f{i.scheme, b, g,
+                     i.family == Family::fp8 ? Granularity::channel : Granularity::group};
+      if (!s.empty()) s += ", ";
+      s += fmt::format("{:g}", f.bits_per_weight(DType::f16));
+    }
+  return s;
+}
+
+}  // namespace
+
+std::string formats_markdown_table() {
+  std::string t =
+      "| scheme | bits | group | element | scale | bias | bits/weight | [K,N] | encode | bit-exact "
+      "with |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const SchemeInfo& i : kSchemes)
+    t += fmt::format("| `{}` | {} | {} | {} | {}{} | {} | {} | {} | {} | {} |\n", i.name,
+                     join(i.bits), i.family == Family::fp8 ? std::string("-") : join(i.groups),
+                     code_name(i.code), scale_encoding_name(i.scale),
+                     i.global_scale ? " + optional f32 global" : "", i.bias ? "yes" : "no",
+                     bpw_list(i), i.kn_layout ? "yes" : "no", i.encode ? "yes" : "decode only",
+                     i.owner_ref);
+  return t;
+}
+
 }  // namespace quanta

@@ -151,6 +151,7 @@ QuantizedMatrix quantize(ConstMatrixView w, const Format& format, const Quantize
   const int64_t n = nk ? w.rows : w.cols;
   const int64_t k = nk ? w.cols : w.rows;
 
+  (void)footprint(format, n, k, opts.layout, w.dtype, kOp);  // shape errors name this op
   QuantizedMatrix m = QuantizedMatrix::allocate_host(format, n, k, w.dtype, opts.layout);
   const Footprint fp = m.footprint();
   const Placement p{opts.layout,

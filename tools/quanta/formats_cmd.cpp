@@ -1,6 +1,8 @@
 // `quanta formats`: every scheme from the format table.
 #include <fmt/format.h>
 
+#include <memory>
+
 #include "commands.hpp"
 #include "quanta/format.hpp"
 
@@ -35,7 +37,13 @@ std::string list(std::span<const int> v) {
 namespace {
 void add_formats_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("formats", "List every storage format quanta reads and writes");
-  cmd->callback([] {
+  auto markdown = std::make_shared<bool>(false);
+  cmd->add_flag("--markdown", *markdown, "Print the markdown table of docs/FORMATS.md");
+  cmd->callback([markdown] {
+    if (*markdown) {
+      fmt::print("{}", formats_markdown_table());
+      return;
+    }
     fmt::print("{:<8} {:<12} {:<10} {:<18} {:>8} {:>6} {:<6} {}\n", "scheme", "bits", "groups",
                "scales", "bits/w", "encode", "[K,N]", "bit-exact with");
     for (const SchemeInfo& i : kSchemes) {
