@@ -5,19 +5,12 @@
 
 #include "quanta/error.hpp"
 #include "quanta/matrix.hpp"
+#include "test_util.hpp"
 
 namespace quanta {
 namespace {
 
-template <class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(Footprint, SizesPerFamily) {
   auto fp = footprint(Format::affine(4, 64), 4096, 4096, Layout::nk, DType::f16);

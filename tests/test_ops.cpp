@@ -16,6 +16,8 @@
 namespace quanta {
 namespace {
 
+using test::expect_error;
+
 using test::Dense;
 
 }  // namespace
@@ -179,16 +181,6 @@ INSTANTIATE_TEST_SUITE_P(All, OpsEveryFormat,
                          });
 
 // ---- bad input --------------------------------------------------------------------------
-
-template <class F>
-void expect_error(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(OpsErrors, MatmulArguments) {
   const Dense wd = random_dense(DType::f32, 16, 128, 1);

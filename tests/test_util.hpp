@@ -1,12 +1,16 @@
 // Helpers shared by tests: random dense buffers in any dtype, NaN poisoning, views.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <cmath>
 #include <cstdint>
+
 #include <random>
+#include <string>
 #include <vector>
 
 #include "format/dense.hpp"
+#include "quanta/error.hpp"
 #include "quanta/matrix.hpp"
 
 namespace quanta::test {
@@ -41,6 +45,17 @@ inline Dense random_dense(DType t, int64_t rows, int64_t cols, uint32_t seed, fl
     for (int64_t c = 0; c < cols; ++c) d.set(r * cols + c, normal(rng) * s);
   }
   return d;
+}
+
+// Runs f and expects a quanta::Error whose message contains `fragment`.
+template <class F>
+void expect_error(F&& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace quanta::test

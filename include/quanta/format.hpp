@@ -149,6 +149,9 @@ std::optional<Format> parse_format(std::string_view text);
 // Every valid format, in table order: all affine bits x groups, then the rest.
 std::span<const Format> all_formats();
 
+std::string_view element_code_name(ElementCode c);
+std::string_view scale_encoding_name(ScaleEncoding s);
+
 // A markdown table of kSchemes (docs/FORMATS.md embeds it; a test keeps them in step).
 std::string formats_markdown_table();
 

@@ -146,9 +146,7 @@ std::span<const Format> all_formats() {
   return formats;
 }
 
-namespace {
-
-std::string_view code_name(ElementCode c) {
+std::string_view element_code_name(ElementCode c) {
   switch (c) {
     case ElementCode::uint:
       return "uint";
@@ -180,6 +178,8 @@ std::string_view scale_encoding_name(ScaleEncoding s) {
   return "?";
 }
 
+namespace {
+
 std::string bpw_list(const SchemeInfo& i) {
   // Bits per weight for each accepted (bits, group); affine with f16 scales.
   std::string s;
@@ -202,7 +202,7 @@ std::string formats_markdown_table() {
   for (const SchemeInfo& i : kSchemes)
     t += fmt::format("| `{}` | {} | {} | {} | {}{} | {} | {} | {} | {} | {} |\n", i.name,
                      join(i.bits), i.family == Family::fp8 ? std::string("-") : join(i.groups),
-                     code_name(i.code), scale_encoding_name(i.scale),
+                     element_code_name(i.code), scale_encoding_name(i.scale),
                      i.global_scale ? " + optional f32 global" : "", i.bias ? "yes" : "no",
                      bpw_list(i), i.kn_layout ? "yes" : "no", i.encode ? "yes" : "decode only",
                      i.owner_ref);

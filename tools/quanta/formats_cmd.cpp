@@ -10,22 +10,6 @@ namespace quanta::cli {
 
 namespace {
 
-std::string_view scale_name(ScaleEncoding s) {
-  switch (s) {
-    case ScaleEncoding::activation_dtype:
-      return "activation dtype";
-    case ScaleEncoding::e8m0:
-      return "E8M0";
-    case ScaleEncoding::e4m3:
-      return "E4M3";
-    case ScaleEncoding::f32:
-      return "f32";
-    case ScaleEncoding::in_block:
-      return "in block";
-  }
-  return "?";
-}
-
 std::string list(std::span<const int> v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -51,7 +35,7 @@ void add_formats_command(CLI::App& app) {
                      i.groups[i.groups.size() > 1 ? 1 : 0],
                      i.family == Family::fp8 ? Granularity::channel : Granularity::group};
       fmt::print("{:<8} {:<12} {:<10} {:<18} {:>8.3f} {:>6} {:<6} {}\n", i.name, list(i.bits),
-                 list(i.groups), scale_name(i.scale), f.bits_per_weight(DType::f16),
+                 list(i.groups), scale_encoding_name(i.scale), f.bits_per_weight(DType::f16),
                  i.encode ? "yes" : "no", i.kn_layout ? "yes" : "no", i.owner_ref);
     }
   });
