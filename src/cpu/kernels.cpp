@@ -1,4 +1,12 @@
 // The CPU kernel table, in order of preference (first that accepts wins).
+//
+// The SIMD engine is one family compiled at three ISA levels; a level's entries accept only
+// when the CPU runs it and no cap (cpu::force_isa, QUANTA_CPU_ISA) is below it, so the best
+// level wins and a test can run each level in turn. Within a level, M = 1 takes the fused
+// GEMV and M > 1 the tiled path. matmul_generic stays last as the portable fallback (reachable
+// by name; the scalar level accepts everything before it).
+#include <fmt/format.h>
+
 #include <limits>
 
 #include "cpu/backend.hpp"
@@ -8,12 +16,40 @@ namespace quanta::cpu {
 namespace {
 constexpr int64_t kAnyM = std::numeric_limits<int32_t>::max();
 
+template <Isa kIsa>
+std::string supports_isa(const Problem&) {
+  if (!isa_supported(kIsa))
+    return fmt::format("needs {} (this CPU: {})", isa_name(kIsa), cpu_features().describe());
+  if (static_cast<int>(active_isa()) < static_cast<int>(kIsa))
+    return fmt::format("ISA capped at {} (cpu::force_isa or QUANTA_CPU_ISA)",
+                       isa_name(active_isa()));
+  return {};
+}
+
+template <Isa kIsa, Path kPath>
+void simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, MatrixView y,
+          const Context& ctx) {
+  matmul_simd(x, w, ids, y, ctx, kIsa, kPath);
+}
+
+constexpr Isa kA512 = Isa::avx512, kA2 = Isa::avx2, kSc = Isa::scalar;
+constexpr Path kGemv = Path::gemv, kTiled = Path::tiled;
+
 // clang-format off
 const KernelEntry kTable[] = {
-  // name                   op                  device          M range    supports  matmul          dequantize          why
-  {"matmul_generic",        Op::matmul,         Location::host, 1, kAnyM,  nullptr,  matmul_generic, nullptr,            "portable fallback: every format and layout"},
-  {"gather_matmul_generic", Op::gather_matmul,  Location::host, 1, kAnyM,  nullptr,  matmul_generic, nullptr,            "portable fallback: rows grouped by expert"},
-  {"dequantize_generic",    Op::dequantize,     Location::host, 0, 0,      nullptr,  nullptr,        dequantize_generic, "decode rows with the owner's rounding"},
+  // name                      op                  device          M range      supports             matmul              dequantize          why
+  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, 1,        supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "M = 1: packed weights stream once through registers, 16 lanes, threads over N (nk) or K (kn)"},
+  {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "M > 1: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows"},
+  {"gather_qmm_avx512",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "rows grouped by expert, then the fused GEMV or tiled path per expert"},
+  {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, 1,        supports_isa<kA2>,   simd<kA2, kGemv>,    nullptr,            "M = 1 on AVX2 (8 lanes)"},
+  {"qmm_tiled_avx2",           Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA2>,   simd<kA2, kTiled>,   nullptr,            "M > 1 on AVX2"},
+  {"gather_qmm_avx2",          Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA2>,   simd<kA2, kGemv>,    nullptr,            "MoE on AVX2"},
+  {"qmv_fused_scalar",         Op::matmul,         Location::host, 1, 1,        supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "M = 1, portable one-lane engine (any CPU)"},
+  {"qmm_tiled_scalar",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kTiled>,   nullptr,            "M > 1, portable one-lane engine"},
+  {"gather_qmm_scalar",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "MoE, portable one-lane engine"},
+  {"matmul_generic",           Op::matmul,         Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: every format and layout"},
+  {"gather_matmul_generic",    Op::gather_matmul,  Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: rows grouped by expert"},
+  {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding"},
 };
 // clang-format on
 }  // namespace

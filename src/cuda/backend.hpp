@@ -10,4 +10,10 @@ bool available();
 QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx);
 QuantizedMatrix to_host(const QuantizedMatrix& w, const Context& ctx);
 
+// Quantizes device-resident weights into a matrix on the device, bit-exact with the host
+// quantizer (src/cuda/quantize.cu; affine and microscaled [N, K] on the GPU, the rest through
+// the host quantizer).
+QuantizedMatrix quantize(ConstMatrixView w, const Format& format, const QuantizeOptions& opts,
+                         const Context& ctx);
+
 }  // namespace quanta::cuda

@@ -1,13 +1,26 @@
-// The CUDA kernel table, in order of preference (first that accepts wins).
-#include "core/kernel.hpp"
+// The CUDA kernel table, in order of preference (first that accepts wins). Each family's
+// `supports` rule lives beside its launcher; the M ranges and the reasons live here.
+#include <limits>
+
+#include "cuda/families.hpp"
 
 namespace quanta::cuda {
 
 namespace {
+constexpr int64_t kAnyM = std::numeric_limits<int32_t>::max();
+
 // clang-format off
 const KernelEntry kTable[] = {
-  // name  op  device  M range  supports  matmul  dequantize  why
-  {"none", Op::dequantize, Location::device, 0, 0, [](const Problem&) { return std::string("no CUDA kernels are built yet"); }, nullptr, nullptr, "placeholder"},
+  // name                    op                 device            M range       supports                 matmul          dequantize          why
+  {"qmv_affine_tc",          Op::matmul,        Location::device, 1, 1,         qmv_affine_tc_supports,  qmv_affine_tc,  nullptr,            "affine f16/bf16 M=1: codes into mma.sync under a magic number, groups as mma columns, scale*sum(q*x) + bias*sum(x) in f32; H200 int4 g64: 1.15-1.62 TB/s, 1.05-1.35x cuBLAS fp16 GEMV (docs/perf-cuda.md)"},
+  {"qmm_affine_tc",          Op::matmul,        Location::device, 1, 32,        qmm_affine_tc_supports,  qmm_affine_tc,  nullptr,            "affine f16/bf16 M<=32: weights dequantized in registers into mma.sync (f32 accumulate), stream-K; M=2..4 within 1.1x of M=1, M=32 0.6-0.8x cuBLAS fp16"},
+  {"qmm_affine_mma",         Op::matmul,        Location::device, 33, kAnyM,    qmm_affine_mma_supports, qmm_affine_mma, nullptr,            "affine f16/bf16 M>32: 128x128 tiles dequantized into shared memory, ldmatrix + mma.sync, 3-stage cp.async; ~250 TFLOP/s at M=4096 (0.39x cuBLAS)"},
+  {"qmv_affine_f32",         Op::matmul,        Location::device, 1, 8,         qmv_affine_f32_supports, qmv_affine_f32, nullptr,            "affine f32 M<=8: CUDA cores, scale*sum(q*x) + bias*sum(x) per group (no f32 tensor-core mode is exact enough); M=1 2.2-2.9x cuBLAS sgemv"},
+  {"qvm_affine",             Op::matmul,        Location::device, 1, 8,         qvm_affine_supports,     qvm_affine,     nullptr,            "affine [K, N] layout M<=8: one thread per 32 columns and group of K-rows, split over K; 8-16% of the read roof"},
+  {"matmul_generic",         Op::matmul,        Location::device, 1, kAnyM,     nullptr,                 matmul_generic, nullptr,            "portable fallback: every format and layout, f32 accumulate"},
+  {"gather_matmul_generic",  Op::gather_matmul, Location::device, 1, kAnyM,     nullptr,                 matmul_generic, nullptr,            "portable fallback: one row per tile, ids checked on the device"},
+  {"dequantize_affine",      Op::dequantize,    Location::device, 0, 0,         dequantize_affine_supports, nullptr,     dequantize_affine,  "affine, 32 codes per thread, 16-byte stores; bit-exact with the host codec"},
+  {"dequantize_generic",     Op::dequantize,    Location::device, 0, 0,         nullptr,                 nullptr,        dequantize_generic, "every format, bit-exact with the host codec"},
 };
 // clang-format on
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/validate.hpp"
+#include "cuda/backend.hpp"
 #include "format/affine.hpp"
 #include "format/dense.hpp"
 #include "format/gguf.hpp"
@@ -128,7 +129,13 @@ float fp8_scale_for(float amax, Scheme s) {
 }  // namespace
 
 QuantizedMatrix quantize(ConstMatrixView w, const Format& format, const QuantizeOptions& opts,
-                         const Context&) {
+                         const Context& ctx) {
+#if defined(QUANTA_HAS_CUDA)
+  // Device-resident weights are quantized on the device (src/cuda/quantize.cu).
+  if (w.location == Location::device) return cuda::quantize(w, format, opts, ctx);
+#else
+  (void)ctx;
+#endif
   detail::check_view(w, kOp, "w");
   detail::check_location(w.location, Location::host, kOp, "w");
   validate_format(format, kOp, "format");

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace quanta::probe {
+
+struct RoofResult {
+  double median_gbs = 0, best_gbs = 0;
+  std::string isa;
+};
+
+// A filled buffer to stream (kept across calls so interleaved roof runs cost no set-up).
+class RoofBuffer {
+ public:
+  explicit RoofBuffer(std::size_t bytes);
+  ~RoofBuffer();
+  RoofBuffer(const RoofBuffer&) = delete;
+  RoofBuffer& operator=(const RoofBuffer&) = delete;
+  const float* data() const { return p_; }
+  std::size_t floats() const { return n_; }
+
+ private:
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// Streams the first `bytes` of `buf` with `threads` threads, `reps` times; GB/s of the median
+// and best run.
+RoofResult read_roof(std::size_t bytes, int threads, int reps, const RoofBuffer& buf);
+
+}  // namespace quanta::probe

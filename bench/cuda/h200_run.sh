@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
+# binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
+# docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large sweep
+# (default: all of them). Logs go to $OUT (one file per step).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+D=${DEVRUN:-build-cuda/devrun}
+OUT=${OUT:-/tmp/quanta-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$D:${LD_LIBRARY_PATH:-}
+T=$D/quanta_gpu_tests
+P=$D/quanta_cuda_probe
+steps=${*:-tests sanitizer m1 all large}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
+  --format=csv >"$OUT/smi.txt" 2>&1
+for s in $steps; do
+  start=$(date +%s)
+  case $s in
+    tests)
+      timeout 240 "$T" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+      echo "tests rc=$?"
+      grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/tests.log" | head -40
+      ;;
+    sanitizer)
+      f='CudaErrors*:All/CudaAffine.TensorCoreKernelEveryM/b4_g64:All/CudaAffine.TensorCoreKernelSplitK/b3_g32'
+      f="$f:All/CudaAffine.QvmKernel/b4_g64:All/CudaAffine.F32Kernel/b5_g128:All/CudaAffine.AutoSelectionEveryM/b4_g64"
+      f="$f:All/CudaGeneric.*/q4_K:All/CudaGeneric.*/affine_3b_g32:All/CudaGeneric.*/nvfp4"
+      f="$f:All/CudaQuantize.*/affine_4b_g64:All/CudaQuantize.*/mxfp4:All/CudaQuantize.*/nvfp4"
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
+        --gtest_filter="$f" >"$OUT/sanitizer.log" 2>&1
+      echo "memcheck rc=$?"
+      timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T" --gtest_brief=1 \
+        --gtest_filter='All/CudaAffine.TensorCoreKernelSplitK/b4_g64:All/CudaAffine.AutoSelectionEveryM/b4_g64' \
+        >>"$OUT/sanitizer.log" 2>&1
+      echo "racecheck rc=$?"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race" "$OUT/sanitizer.log" | sort | uniq -c | head -20
+      ;;
+    m1)  # the headline shapes: int4 g64, M = 1 .. 32, with cuBLAS and a check against generic
+      timeout 200 "$P" --m 1,2,3,4,8,16,32 --check >"$OUT/probe_m1.log" 2>&1
+      echo "probe m1 rc=$?"; cat "$OUT/probe_m1.log"
+      ;;
+    all)  # every affine width x group at M = 1 (bf16)
+      timeout 200 "$P" --formats affine-all --dtypes bf16 --m 1 --no-cublas >"$OUT/probe_all.log" 2>&1
+      echo "probe all rc=$?"; cat "$OUT/probe_all.log"
+      ;;
+    large)  # prefill: the MMA kernel against cuBLAS
+      timeout 200 "$P" --m 64,128,256,1024,4096 --dtypes f16,bf16 >"$OUT/probe_large.log" 2>&1
+      echo "probe large rc=$?"; cat "$OUT/probe_large.log"
+      ;;
+    quick)  # the tensor-core family's tests only
+      timeout 240 "$T" --gtest_brief=1 --gtest_filter='All/CudaAffine.Tensor*:All/CudaAffine.Auto*:CudaErrors*:SelectCuda*' \
+        >"$OUT/tests.log" 2>&1
+      echo "quick tests rc=$?"
+      grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/tests.log" | head -40
+      ;;
+    prof)  # Nsight Compute on one M = 1 launch, and the SASS of the int4 kernels
+      timeout 240 ncu --clock-control none --kernel-name regex:qmm_affine_tc --launch-skip 10 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
+        "$P" --shapes 14336x5120 --m 1 --dtypes bf16 --no-cublas --replays 2 >"$OUT/ncu.log" 2>&1
+      echo "ncu rc=$?"
+      grep -vE "^==PROF==" "$OUT/ncu.log" | grep -E "Duration|Throughput|Issue|Warp Cycles|Occupancy|Eligible|Active Warps|Registers|Shared Memory|Stall|Executed Ipc|L1|L2|DRAM|Block Limit|Waves|Grid" | head -60
+      cuobjdump -sass -fun '_ZN6quanta4cuda20qmm_affine_tc_kernelI13__nv_bfloat16Li4ELi1EEEvNS0_6TcArgsE' "$P" >"$OUT/sass_tc4.txt" 2>&1
+      echo "sass lines: $(wc -l <"$OUT/sass_tc4.txt")"
+      ;;
+    stalls)  # why warps wait: stall reasons per issued instruction, and the SM clock
+      timeout 240 ncu --clock-control none --kernel-name regex:qmm_affine_tc --launch-skip 10 --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active' \
+        "$P" --shapes 14336x5120 --m 1 --dtypes bf16 --no-cublas --replays 2 >"$OUT/stalls.log" 2>&1
+      echo "ncu stalls rc=$?"
+      grep -E "stalled|cycles_elapsed|inst_executed|duration|dram__|issue_active" "$OUT/stalls.log" | awk '$NF+0 > 0.05 || /elapsed|inst|duration|dram|issue/' | head -40
+      ;;
+    source)  # per-SASS-instruction stall samples of the M = 1 kernel (CSV)
+      timeout 300 ncu --clock-control none --kernel-name regex:qmm_affine_tc --launch-skip 10 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+        "$P" --shapes 14336x5120 --m 1 --dtypes bf16 --no-cublas --replays 2 >"$OUT/source.csv" 2>&1
+      echo "ncu source rc=$? lines $(wc -l <"$OUT/source.csv")"
+      ;;
+    api)  # the adapter API bench/device_cuda.cpp calls
+      timeout 120 "$P" --api >"$OUT/api.log" 2>&1
+      echo "api rc=$?"; cat "$OUT/api.log"
+      ;;
+    extra)  # the other fast paths at M = 1: [K, N] (qvm), f32 activations, split vs dequantizing
+      timeout 200 "$P" --layout kn --dtypes bf16,f16,f32 --m 1,4 >"$OUT/probe_extra.log" 2>&1
+      timeout 200 "$P" --dtypes f32 --m 1,2,8 >>"$OUT/probe_extra.log" 2>&1
+      timeout 200 "$P" --kernel qmm_affine_tc --dtypes bf16,f16 --m 1 >>"$OUT/probe_extra.log" 2>&1
+      echo "probe extra rc=$?"; grep -vE "^device|^kernel" "$OUT/probe_extra.log"
+      ;;
+    *)
+      echo "unknown step $s"
+      ;;
+  esac
+  echo "step $s took $(($(date +%s) - start)) s"
+done

@@ -1,0 +1,116 @@
+// The CPU engine's shared vocabulary, written once over a vector type V and compiled once per
+// ISA: a file includes its level's src/cpu/simd/<isa>.hpp, defines QUANTA_ISA to that
+// namespace, then includes the engine. Everything lands in quanta::cpu::<isa>, so no inline
+// function is shared between files built with different instruction sets.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "cpu/plan.hpp"
+
+#ifndef QUANTA_ISA
+#error "define QUANTA_ISA (scalar, avx2, avx512) and include its simd header first"
+#endif
+
+namespace quanta::cpu::QUANTA_ISA {
+
+using F = V::F;
+using I = V::I;
+inline constexpr int W = V::W;
+
+// Element decoders of the grouped formats.
+enum class Val : uint8_t { uint, e2m1, e4m3, e5m2 };
+// Scale encodings: affine (scale and bias in scale_dtype), E8M0, E4M3 (nvfp4, x global),
+// per-channel/tensor f32 (fp8).
+enum class Sc : uint8_t { affine, e8m0, e4m3, f32 };
+
+// E2M1 magnitudes (OCP MX v1.0), sign in bit 3.
+alignas(64) inline constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
+                                                4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
+                                                -2.0f, -3.0f, -4.0f, -6.0f};
+
+// The GEMV's software prefetch. A task reads whole rows, which lie back to back, so its codes
+// are one stream; the hardware prefetchers alone leave the 2-core EPYC at 5-12 GB/s.
+// Prefetching 2, 4 and 6 KB ahead into L1, once per vector-chunk of codes (several requests
+// per line: the L1 drops a prefetch when its miss buffers are full), measured best of the
+// variants tried (1-16 KB, L1 or L2 hint, one or several distances, one request per line or
+// per chunk): 36 GB/s against 24 with one 4 KB prefetch per line (docs/perf-cpu.md). Past the
+// last row of a task it touches the next task's rows or the scales: harmless.
+inline void prefetch_stream(const uint8_t* q) {
+  V::prefetch(q + 2048);
+  V::prefetch(q + 4096);
+  V::prefetch(q + 6144);
+}
+
+// GGUF block schemes (Scheme ids are stable; the GGUF ones follow fp8).
+inline bool is_gguf(Scheme s) {
+  return static_cast<int>(s) >= static_cast<int>(Scheme::q4_0);
+}
+
+inline int64_t imin(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+inline float f32_of_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Storage row r: rows near the end of the buffer come from the padded copy, so whole-vector
+// loads never leave the caller's allocation.
+inline const uint8_t* row_ptr(const WeightPlan& w, int64_t r) {
+  return r < w.tail_row ? w.codes + r * w.row_bytes
+                        : w.tail_codes + (r - w.tail_row) * w.row_bytes;
+}
+
+inline int sd_size(DType t) {
+  return t == DType::f32 ? 4 : 2;
+}
+
+// ---- scalar decoders (scales; private copies of src/format codecs, see common.hpp top) ----
+inline float e8m0_1(uint8_t b) {
+  if (b == 0xff) return __builtin_nanf("");
+  return f32_of_bits(b == 0 ? 0x00400000u : static_cast<uint32_t>(b) << 23);
+}
+
+inline float e4m3_1(uint8_t b) {
+  const uint32_t e = (b >> 3) & 0xfu, m = b & 7u;
+  float v;
+  if ((b & 0x7fu) == 0x7fu)
+    v = __builtin_nanf("");
+  else if (e == 0)
+    v = static_cast<float>(m) * 0.001953125f;  // m * 2^-9
+  else
+    v = f32_of_bits(((e + 120u) << 23) | (m << 20));
+  return (b & 0x80u) ? -v : v;
+}
+
+inline float sd_1(const uint8_t* p, DType t) {
+  if (t == DType::f32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (t == DType::f16) return V::half1(p);
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f32_of_bits(static_cast<uint32_t>(h) << 16);
+}
+
+// W elements from e0 (a multiple of W) of a packed storage row, natural order, unscaled.
+template <Val kVal, int B>
+inline F natural(const uint8_t* row, int64_t e0) {
+  if constexpr (kVal == Val::e2m1)
+    return V::lut(V::tbl(kE2M1), V::template codes<4>(row, e0));
+  else if constexpr (kVal == Val::e4m3)
+    return V::e4m3(row + e0);
+  else if constexpr (kVal == Val::e5m2)
+    return V::e5m2(row + e0);
+  else
+    return V::template ucvt<B>(V::template codes<B>(row, e0));
+}
+
+}  // namespace quanta::cpu::QUANTA_ISA

@@ -1,0 +1,277 @@
+// Fused GEMV (M = 1) for the packed formats: the weights stream once from memory and are
+// decoded in registers, never stored.
+//
+// W [N, K] (nk), grouped formats (affine, mxfp4, mxfp8, nvfp4), per output row n:
+//   y[n] = post · Σ_g s[n,g] · Σ_{k∈g} x[k]·q[n,k]  +  Σ_g b[n,g] · Σ_{k∈g} x[k]
+// (q the element value, s its group scale, b the affine bias, post = 256 for E4M3 elements
+// decoded as value/256 through binary16, or nvfp4's global scale). The bias term uses the
+// group sums of x computed once per call. Four rows share each load of x.
+// 4-bit codes are unpacked two per byte (lane j of the two vectors holds codes 2j and 2j+1),
+// so x is permuted once per call into that lane order instead of shuffling every weight.
+//
+// fp8 (e4m3/e5m2, f32 scale per channel or tensor): y[n] = s[n] · Σ_k x[k]·q[n,k].
+//
+// W [K, N] (kn): y[n] = Σ_k x[k]·w[k,n], 16 K-rows (one scale row) at a time, NV vectors of
+// columns in registers; the caller splits K among threads and sums the partial y.
+#pragma once
+
+#include "cpu/engine/common.hpp"
+
+namespace quanta::cpu::QUANTA_ISA {
+
+// Groups whose scales are converted to f32 per pass (a stack buffer per row).
+inline constexpr int kGroupBlock = 64;
+
+template <Val kVal, int B>
+struct Chunk {
+  static constexpr bool kNib = (B == 4);  // two codes per byte
+  // Chunk c (2W elements) of the codes that start at p (a whole number of bytes): lane j of
+  // q0/q1 holds element 2j + v (two codes per byte) or vW + j (otherwise) of the chunk.
+  static void load(const uint8_t* p, int64_t c, F& q0, F& q1, uint32_t& nan) {
+    if constexpr (kNib) {
+      I lo, hi;
+      V::nib2(p + c * W, lo, hi);
+      if constexpr (kVal == Val::e2m1) {
+        const auto t = V::tbl(kE2M1);
+        q0 = V::lut(t, lo);
+        q1 = V::lut(t, hi);
+      } else {
+        q0 = V::template ucvt<4>(lo);
+        q1 = V::template ucvt<4>(hi);
+      }
+    } else if constexpr (kVal == Val::e4m3) {
+      q0 = V::e4m3s(p + c * 2 * W, nan);
+      q1 = V::e4m3s(p + c * 2 * W + W, nan);
+    } else if constexpr (kVal == Val::e5m2) {
+      q0 = V::e5m2(p + c * 2 * W);
+      q1 = V::e5m2(p + c * 2 * W + W);
+    } else {
+      q0 = V::template ucvt<B>(V::template codes<B>(p, c * 2 * W));
+      q1 = V::template ucvt<B>(V::template codes<B>(p, c * 2 * W + W));
+    }
+  }
+};
+
+// The scales (and biases) of groups [ga, gb) of storage row `row`, fetched ahead: they are
+// short bursts between long runs of codes, which the hardware prefetchers do not run ahead of.
+inline constexpr int kScaleRowsAhead = 2;
+template <Sc kSc>
+inline void prefetch_scales(const WeightPlan& w, int64_t row, int64_t ga, int64_t gb) {
+  const int64_t ng = w.k / w.group;
+  const int64_t sz = kSc == Sc::affine ? sd_size(w.scale_dtype) : 1;
+  for (int64_t b = (row * ng + ga) * sz; b < (row * ng + gb) * sz; b += 64) {
+    V::prefetch(w.scales + b);
+    if constexpr (kSc == Sc::affine) V::prefetch(w.biases + b);
+  }
+}
+
+// Scales of groups [g0, g0 + cnt) of storage row `row` (nk), as f32.
+template <Sc kSc>
+inline void group_scales(const WeightPlan& w, int64_t row, int64_t g0, int cnt, float* out) {
+  const int64_t ng = w.k / w.group;
+  if constexpr (kSc == Sc::affine) {
+    const int sz = sd_size(w.scale_dtype);
+    const uint8_t* p = w.scales + (row * ng + g0) * sz;
+    int i = 0;
+    for (; i + W <= cnt; i += W) V::store(out + i, V::load_sd(p + i * sz, w.scale_dtype));
+    if (i < cnt) V::store_n(out + i, V::load_sd_n(p + i * sz, w.scale_dtype, cnt - i), cnt - i);
+  } else {
+    const uint8_t* p = w.scales + row * ng + g0;
+    int i = 0;
+    for (; i + W <= cnt; i += W) V::store(out + i, kSc == Sc::e8m0 ? V::e8m0(p + i) : V::e4m3(p + i));
+    for (; i < cnt; ++i) out[i] = kSc == Sc::e8m0 ? e8m0_1(p[i]) : e4m3_1(p[i]);
+  }
+}
+
+// Σ_g b[row, g] · xs[g] over groups [g0, g0 + cnt), as a vector of partial sums.
+inline F bias_dot(const WeightPlan& w, int64_t row, int64_t g0, int cnt, const float* xs) {
+  const int64_t ng = w.k / w.group;
+  const int sz = sd_size(w.scale_dtype);
+  const uint8_t* p = w.biases + (row * ng + g0) * sz;
+  F acc = V::zero();
+  int i = 0;
+  for (; i + W <= cnt; i += W) acc = V::fma(V::load_sd(p + i * sz, w.scale_dtype), V::load(xs + i), acc);
+  if (i < cnt)
+    acc = V::fma(V::load_sd_n(p + i * sz, w.scale_dtype, cnt - i), V::load_n(xs + i, cnt - i), acc);
+  return acc;
+}
+
+// The part of a GEMV one call computes: output rows [n0, n1), reduction range [k0, k1) (k0, k1
+// multiples of the group or block; k1 may be K for fp8). Rows are read one after another in
+// address order, each over [k0, k1): one stream that a software prefetch runs ahead of.
+struct Span {
+  int64_t n0, n1, k0, k1;
+};
+
+// y[n] for n in the span, over its K range; kG is the group size.
+template <Val kVal, int B, Sc kSc, int kG>
+inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, const Span& sp,
+                         float* y) {
+  using C = Chunk<kVal, B>;
+  constexpr int64_t G = kG, kGroupBytes = G * B / 8;
+  const int64_t ga = sp.k0 / G, gb = sp.k1 / G;
+  float post = kVal == Val::e4m3 ? 256.0f : 1.0f;
+  if constexpr (kSc == Sc::e4m3) post *= w.global;
+  alignas(64) float sc[kGroupBlock + 4];
+  for (int64_t n = sp.n0; n < sp.n1; ++n) {
+    const uint8_t* row = row_ptr(w, n);
+    F acc = V::zero(), acc2 = V::zero(), bacc = V::zero();
+    uint32_t nan = 0;
+    if (n + kScaleRowsAhead < w.n) prefetch_scales<kSc>(w, n + kScaleRowsAhead, ga, gb);
+    for (int64_t g0 = ga; g0 < gb; g0 += kGroupBlock) {
+      const int cnt = static_cast<int>(imin(kGroupBlock, gb - g0));
+      group_scales<kSc>(w, n, g0, cnt, sc);
+      sc[cnt] = sc[cnt + 1] = sc[cnt + 2] = 0.0f;  // chunks may run past an odd last group
+      if constexpr (kSc == Sc::affine) bacc = V::add(bacc, bias_dot(w, n, g0, cnt, xs + g0));
+      const uint8_t* p = row + g0 * kGroupBytes;
+      const float* x = xp + g0 * G;
+      if constexpr (G < 2 * W) {
+        // nvfp4 (16 codes per scale) in 16-lane vectors: a chunk covers two groups, four
+        // chunks one cache line.
+        static_assert(B == 4 && W == 16, "four chunks of 16 bytes per cache line");
+        const int64_t chunks = (cnt * G + 2 * W - 1) / (2 * W);
+        auto chunk = [&](int64_t c, F& a) {
+          F q0, q1;
+          C::load(p, c, q0, q1, nan);
+          const F d = V::fma(V::load(x + c * 2 * W + W), q1, V::mul(V::load(x + c * 2 * W), q0));
+          a = V::fma(V::split2(sc + c * 2 * W / G), d, a);
+        };
+        int64_t c = 0;
+        for (; c + 4 <= chunks; c += 4) {
+          prefetch_stream(p + c * W);
+          prefetch_stream(p + c * W + 32);
+          chunk(c, acc);
+          chunk(c + 1, acc2);
+          chunk(c + 2, acc);
+          chunk(c + 3, acc2);
+        }
+        for (; c < chunks; ++c) chunk(c, acc);
+      } else {
+        // Two groups in flight, each folding into its own accumulator (FMA latency).
+        auto group = [&](int g, F& a) {
+          const uint8_t* gp = p + g * kGroupBytes;
+          const float* gx = x + g * G;
+          F q0, q1;
+#ifndef PF_PER_LINE
+          prefetch_stream(gp);
+#endif
+          C::load(gp, 0, q0, q1, nan);
+          F d0 = V::mul(V::load(gx), q0), d1 = V::mul(V::load(gx + W), q1);
+          for (int64_t c = 1; c < G / (2 * W); ++c) {
+#ifndef PF_PER_LINE
+            prefetch_stream(gp + c * W * B / 4);
+#endif
+            C::load(gp, c, q0, q1, nan);
+            d0 = V::fma(V::load(gx + c * 2 * W), q0, d0);
+            d1 = V::fma(V::load(gx + c * 2 * W + W), q1, d1);
+          }
+          a = V::fma(V::set1(sc[g]), V::add(d0, d1), a);
+        };
+        int g = 0;
+        for (; g + 2 <= cnt; g += 2) {
+#ifdef PF_PER_LINE
+          for (int64_t b = 0; b < 2 * kGroupBytes; b += 64) prefetch_stream(p + g * kGroupBytes + b);
+#endif
+          group(g, acc);
+          group(g + 1, acc2);
+        }
+        if (g < cnt) group(g, acc);
+      }
+    }
+    const float v = V::hsum(V::add(acc, acc2)) * post + V::hsum(bacc);
+    y[n] = nan ? __builtin_nanf("") : v;
+  }
+}
+
+// fp8 with per-channel or per-tensor f32 scales; K is any length.
+template <Val kVal>
+inline void fp8_rows(const WeightPlan& w, const float* xp, const Span& sp, float* y) {
+  const float post = kVal == Val::e4m3 ? 256.0f : 1.0f;
+  for (int64_t n = sp.n0; n < sp.n1; ++n) {
+    const uint8_t* row = row_ptr(w, n);
+    F a0 = V::zero(), a1 = V::zero();
+    uint32_t nan = 0;
+    auto step = [&](const uint8_t* p, int64_t e) {
+      F q0, q1;
+      if constexpr (kVal == Val::e4m3) {
+        q0 = V::e4m3s(p, nan);
+        q1 = V::e4m3s(p + W, nan);
+      } else {
+        q0 = V::e5m2(p);
+        q1 = V::e5m2(p + W);
+      }
+      a0 = V::fma(V::load(xp + e), q0, a0);
+      a1 = V::fma(V::load(xp + e + W), q1, a1);
+    };
+    int64_t e = sp.k0;
+    for (; e + 2 * W <= sp.k1; e += 2 * W) {
+      prefetch_stream(row + e);
+      step(row + e, e);
+    }
+    if (e < sp.k1) {
+      // The last partial chunk from a zero-padded copy (x is zero past K).
+      alignas(64) uint8_t tail[2 * W] = {};
+      std::memcpy(tail, row + e, static_cast<std::size_t>(sp.k1 - e));
+      step(tail, e);
+    }
+    float s;
+    std::memcpy(&s, w.scales + (w.granularity == Granularity::channel ? n * 4 : 0), 4);
+    const float v = V::hsum(V::add(a0, a1)) * post * s;
+    y[n] = nan ? __builtin_nanf("") : v;
+  }
+}
+
+// Whether the format's GEMV reads x in the two-nibble lane order.
+inline bool gemv_nibble_order(const WeightPlan& w) {
+  return (w.scheme == Scheme::affine && w.bits == 4) || w.scheme == Scheme::mxfp4 ||
+         w.scheme == Scheme::nvfp4;
+}
+
+// Elements per entry of the x sums the GEMV reads: the affine group (bias term) or the
+// K-quant sub-block (min terms); 0 when none.
+inline int64_t gemv_xs_elems(const WeightPlan& w) {
+  switch (w.scheme) {
+    case Scheme::affine:
+      return w.group;
+    case Scheme::q2_K:
+    case Scheme::q3_K:
+    case Scheme::q6_K:
+      return 16;
+    case Scheme::q4_K:
+    case Scheme::q5_K:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+inline int64_t gemv_xs_count(const WeightPlan& w) {
+  const int64_t e = gemv_xs_elems(w);
+  return e ? w.k / e : 0;
+}
+
+inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs) {
+  const int64_t K = w.k;
+  if (gemv_nibble_order(w)) {
+    for (int64_t c = 0; c < K; c += 2 * W)
+      for (int v = 0; v < 2; ++v)
+        for (int j = 0; j < W; ++j) {
+          const int64_t src = c + 2 * j + v;
+          xp[c + v * W + j] = src < K ? x[src] : 0.0f;
+        }
+  } else {
+    std::memcpy(xp, x, static_cast<std::size_t>(K) * sizeof(float));
+  }
+  // The chunked loops may read up to one chunk past K: zeros there.
+  const int64_t done = gemv_nibble_order(w) ? (K + 2 * W - 1) / (2 * W) * (2 * W) : K;
+  for (int64_t i = done; i < K + kGemvXPad; ++i) xp[i] = 0.0f;
+  if (const int64_t e = gemv_xs_elems(w)) {
+    for (int64_t g = 0; g < K / e; ++g) {
+      F s = V::zero();
+      for (int64_t i = 0; i < e; i += W) s = V::add(s, V::load(x + g * e + i));
+      xs[g] = V::hsum(s);
+    }
+  }
+}
+
+}  // namespace quanta::cpu::QUANTA_ISA

@@ -1,0 +1,282 @@
+// GGUF GEMV: one block's contribution to y[n] = Σ_k x[k] · w[n, k], with each (sub-)block
+// scale applied once to a product vector instead of to every weight:
+//   Q4_0, Q8_0, Q5_0   d · Σ x·q                    (q already offset: nibble - 8, ...)
+//   Q4_1, Q5_1         d · Σ x·q + m · Σ x
+//   K-quants           Σ_j (d·sc_j) · (x ⊙ q)_j − Σ_j (dmin·m_j) · xs_j
+// where xs_j are the sums of x over sub-block j (16 or 32 elements; gemv_prep computes them
+// once per call) and the K-quant scales are unpacked for all sub-blocks of a super-block at
+// once (ggml's kmask shuffles), so the per-vector work is: unpack, convert, multiply by x, FMA.
+#pragma once
+
+#include "cpu/engine/gguf.hpp"
+
+namespace quanta::cpu::QUANTA_ISA::gguf {
+
+// Elements per entry of the x sums a block type's dot reads (0: none).
+template <class T>
+inline constexpr int kXsElems = 0;
+template <>
+inline constexpr int kXsElems<Q2_K> = 16;
+template <>
+inline constexpr int kXsElems<Q3_K> = 16;
+template <>
+inline constexpr int kXsElems<Q6_K> = 16;
+template <>
+inline constexpr int kXsElems<QK45<false>> = 32;
+template <>
+inline constexpr int kXsElems<QK45<true>> = 32;
+
+alignas(64) inline constexpr float kQ5Minus16[16] = {-16, -15, -14, -13, -12, -11, -10, -9,
+                                                      -8,  -7,  -6,  -5,  -4,  -3,  -2,  -1};
+
+// The float of the low nibble of each lane, minus 16 (one vpermps on 16 lanes).
+inline F nib_minus16(I raw) {
+  if constexpr (W == 16)
+    return V::lut(V::tbl(kQ5Minus16), raw);
+  else
+    return V::add(V::template ucvt<4>(raw), V::set1(-16.0f));
+}
+
+// Sixteen sub-block scales held in registers (16 / W vectors); bcast(j) puts scale j in every
+// lane. Scales never go through memory: a scalar reload of a vector store stalls the
+// store-to-load forwarding on every block.
+struct Lanes16 {
+  F v[16 / W];
+  F bcast(int j) const { return V::lane(v[j / W], j % W); }
+};
+
+template <class T>
+struct Dot;
+
+template <>
+struct Dot<Q4_0> {
+  static void dot(const uint8_t* b, const float* x, const float*, F& acc) { Q4_0::dot(b, x, acc); }
+};
+
+template <>
+struct Dot<Q8_0> {
+  static void dot(const uint8_t* b, const float* x, const float*, F& acc) { Q8_0::dot(b, x, acc); }
+};
+
+template <>
+struct Dot<Q4_1> {
+  static void dot(const uint8_t* b, const float* x, const float*, F& acc) {
+    F s0 = V::zero(), s1 = V::zero(), sx = V::zero();
+    for (int j = 0; j < 16; j += W) {
+      const I raw = V::u8(b + 4 + j);
+      const F x0 = V::load(x + j), x1 = V::load(x + 16 + j);
+      s0 = V::fma(x0, V::template ucvt<4>(raw), s0);
+      s1 = V::fma(x1, V::template ucvt<4>(V::template shr<4>(raw)), s1);
+      sx = V::add(sx, V::add(x0, x1));
+    }
+    acc = V::fma(V::set1(V::half1(b)), V::add(s0, s1), V::fma(V::set1(V::half1(b + 2)), sx, acc));
+  }
+};
+
+template <bool kMin>
+struct Dot<Q5<kMin>> {
+  static void dot(const uint8_t* b, const float* x, const float*, F& acc) {
+    const int at = kMin ? 4 : 2;
+    const uint32_t qh = u32_at(b + at);
+    const F sixteen = V::set1(16.0f);
+    F s0 = V::zero(), s1 = V::zero(), sx = V::zero();
+    for (int j = 0; j < 16; j += W) {
+      const I raw = V::u8(b + at + 4 + j);
+      const F x0 = V::load(x + j), x1 = V::load(x + 16 + j);
+      // q5_0: (nibble | hbit << 4) - 16; q5_1: nibble | hbit << 4
+      const F lo = kMin ? V::template ucvt<4>(raw) : nib_minus16(raw);
+      const F hi = kMin ? V::template ucvt<4>(V::template shr<4>(raw))
+                        : nib_minus16(V::template shr<4>(raw));
+      s0 = V::fma(x0, V::add(lo, V::select_bits(qh >> j, sixteen)), s0);
+      s1 = V::fma(x1, V::add(hi, V::select_bits(qh >> (16 + j), sixteen)), s1);
+      if constexpr (kMin) sx = V::add(sx, V::add(x0, x1));
+    }
+    const F d = V::set1(V::half1(b));
+    if constexpr (kMin)
+      acc = V::fma(d, V::add(s0, s1), V::fma(V::set1(V::half1(b + 2)), sx, acc));
+    else
+      acc = V::fma(d, V::add(s0, s1), acc);
+  }
+};
+
+template <>
+struct Dot<Q2_K> {
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+    const F d = V::set1(V::half1(b + 80)), dmin = V::set1(V::half1(b + 82));
+    Lanes16 sc;
+    F a = acc;
+    for (int i = 0; i < 16; i += W) {  // low nibble: scale, high nibble: min
+      const I raw = V::u8(b + i);
+      sc.v[i / W] = V::mul(V::template ucvt<4>(raw), d);
+      const F mn = V::mul(V::template ucvt<4>(V::template shr<4>(raw)), dmin);
+      a = V::sub(a, V::mul(mn, V::load(xs + i)));
+    }
+    const uint8_t* qs = b + 16;
+    F a2 = V::zero();
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; l += W) {
+        const I raw = V::u8(qs + 32 * h + l);
+        const int off = 128 * h + l;
+        a = V::fma(sc.bcast(off / 16), V::mul(V::load(x + off), V::template ucvt<2>(raw)), a);
+        a2 = V::fma(sc.bcast(off / 16 + 2),
+                    V::mul(V::load(x + off + 32), V::template ucvt<2>(V::template shr<2>(raw))), a2);
+        a = V::fma(sc.bcast(off / 16 + 4),
+                   V::mul(V::load(x + off + 64), V::template ucvt<2>(V::template shr<4>(raw))), a);
+        a2 = V::fma(sc.bcast(off / 16 + 6),
+                    V::mul(V::load(x + off + 96), V::template ucvt<2>(V::template shr<6>(raw))), a2);
+      }
+    acc = V::add(a, a2);
+  }
+};
+
+template <>
+struct Dot<Q3_K> {
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+    // The 16 signed 6-bit scales (ggml's kmask shuffle), then d · (s - 32).
+    constexpr uint32_t kM1 = 0x03030303u, kM2 = 0x0f0f0f0fu;
+    uint32_t aux[4];
+    std::memcpy(aux, b + 96, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kM2) | (((tmp >> 4) & kM1) << 4);
+    aux[3] = ((aux[1] >> 4) & kM2) | (((tmp >> 6) & kM1) << 4);
+    aux[0] = (aux[0] & kM2) | (((tmp >> 0) & kM1) << 4);
+    aux[1] = (aux[1] & kM2) | (((tmp >> 2) & kM1) << 4);
+    const F d = V::set1(V::half1(b + 108));
+    Lanes16 sc;
+    F a = acc;
+    for (int i = 0; i < 16; i += W) {
+      sc.v[i / W] = V::mul(V::add(V::u8_words(aux, i), V::set1(-32.0f)), d);
+      a = V::sub(a, V::mul(V::mul(sc.v[i / W], V::set1(4.0f)), V::load(xs + i)));  // the q - 4
+    }
+    const uint8_t* hm = b;
+    const uint8_t* qs = b + 32;
+    const F four = V::set1(4.0f);
+    F a2 = V::zero();
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; l += W) {
+        const I raw = V::u8(qs + 32 * h + l), hb = V::u8(hm + l);
+        const int off = 128 * h + l;
+        auto term = [&](int j, I q2raw, F& t) {
+          const F q = V::add(V::template ucvt<2>(q2raw), V::select_lanes(hb, 1u << (4 * h + j), four));
+          t = V::fma(sc.bcast(off / 16 + 2 * j), V::mul(V::load(x + off + 32 * j), q), t);
+        };
+        term(0, raw, a);
+        term(1, V::template shr<2>(raw), a2);
+        term(2, V::template shr<4>(raw), a);
+        term(3, V::template shr<6>(raw), a2);
+      }
+    acc = V::add(a, a2);
+  }
+};
+
+template <bool kFive>
+struct Dot<QK45<kFive>> {
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+    // Eight 6-bit scales then eight mins (ggml's utmp shuffle of get_scale_min_k4).
+    constexpr uint32_t kM1 = 0x3f3f3f3fu, kM2 = 0x0f0f0f0fu, kM3 = 0x03030303u;
+    uint32_t u[4];
+    std::memcpy(u, b + 4, 12);
+    u[3] = ((u[2] >> 4) & kM2) | (((u[1] >> 6) & kM3) << 4);
+    const uint32_t uaux = u[1] & kM1;
+    u[1] = (u[2] & kM2) | (((u[0] >> 6) & kM3) << 4);
+    u[2] = uaux;
+    u[0] &= kM1;
+    const float d = V::half1(b), dmin = V::half1(b + 2);
+    Lanes16 sm;  // lanes 0-7: d · scale, 8-15: dmin · min
+    F a = acc;
+    if constexpr (W == 16) {
+      const float dd[2] = {d, dmin};
+      sm.v[0] = V::mul(V::u8_words(u, 0), V::split2(dd));
+      a = V::sub(a, V::mul(sm.v[0], V::load_upper8(xs)));
+    } else {
+      for (int i = 0; i < 16; i += W) {
+        sm.v[i / W] = V::mul(V::u8_words(u, i), V::set1(i < 8 ? d : dmin));
+        if (i >= 8) a = V::sub(a, V::mul(sm.v[i / W], V::load(xs + i - 8)));
+      }
+    }
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (kFive ? 48 : 16);
+    const F sixteen = V::set1(16.0f);
+    F a2 = V::zero();
+    for (int c = 0; c < 4; ++c) {
+      const F s1 = sm.bcast(2 * c), s2 = sm.bcast(2 * c + 1);
+      for (int l = 0; l < 32; l += W) {
+        const I raw = V::u8(qs + 32 * c + l);
+        F lo = V::template ucvt<4>(raw);
+        F hi = V::template ucvt<4>(V::template shr<4>(raw));
+        if constexpr (kFive) {
+          lo = V::add(lo, V::select_bytes(qh + l, static_cast<uint8_t>(1u << (2 * c)), sixteen));
+          hi = V::add(hi, V::select_bytes(qh + l, static_cast<uint8_t>(2u << (2 * c)), sixteen));
+        }
+        a = V::fma(s1, V::mul(V::load(x + 64 * c + l), lo), a);
+        a2 = V::fma(s2, V::mul(V::load(x + 64 * c + 32 + l), hi), a2);
+      }
+    }
+    acc = V::add(a, a2);
+  }
+};
+
+template <>
+struct Dot<Q6_K> {
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+    const F d = V::set1(V::half1(b + 208));
+    Lanes16 sc;
+    F a = acc;
+    for (int i = 0; i < 16; i += W) {
+      sc.v[i / W] = V::mul(V::cvt(V::s8(b + 192 + i)), d);
+      a = V::sub(a, V::mul(V::mul(sc.v[i / W], V::set1(32.0f)), V::load(xs + i)));  // the q - 32
+    }
+    const I m4 = V::seti(0xF), m2 = V::seti(3);
+    F a2 = V::zero();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b + 64 * h;
+      const uint8_t* qh = b + 128 + 32 * h;
+      const float* xh = x + 128 * h;
+      for (int l = 0; l < 32; l += W) {
+        const int is = 8 * h + l / 16;
+        const I p = V::u8(ql + l), c = V::u8(ql + 32 + l), hq = V::u8(qh + l);
+        const I q1 = V::or_(V::and_(p, m4), V::template shl<4>(V::and_(hq, m2)));
+        const I q2 = V::or_(V::and_(c, m4), V::template shl<4>(V::and_(V::template shr<2>(hq), m2)));
+        const I q3 = V::or_(V::template shr<4>(p), V::template shl<4>(V::and_(V::template shr<4>(hq), m2)));
+        const I q4 = V::or_(V::template shr<4>(c), V::template shl<4>(V::template shr<6>(hq)));
+        a = V::fma(sc.bcast(is), V::mul(V::load(xh + l), V::cvt(q1)), a);
+        a2 = V::fma(sc.bcast(is + 2), V::mul(V::load(xh + 32 + l), V::cvt(q2)), a2);
+        a = V::fma(sc.bcast(is + 4), V::mul(V::load(xh + 64 + l), V::cvt(q3)), a);
+        a2 = V::fma(sc.bcast(is + 6), V::mul(V::load(xh + 96 + l), V::cvt(q4)), a2);
+      }
+    }
+    acc = V::add(a, a2);
+  }
+};
+
+// y[n] for n in [n0, n1) over blocks of elements [k0, k1), one row at a time (one stream).
+// Four blocks are in flight, each summing into its own register: one chain would wait on the
+// FMA latency (4 cycles per vector) instead of the loads.
+template <class T>
+inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int64_t n0,
+                      int64_t n1, int64_t k0, int64_t k1, float* y) {
+  constexpr int kXs = kXsElems<T> ? T::kElems / kXsElems<T> : 0;  // x sums per block
+  const int64_t b0 = k0 / T::kElems, b1 = k1 / T::kElems;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = row_ptr(w, n);
+    auto block = [&](int64_t blk, F& a) {
+      Dot<T>::dot(row + blk * T::kBytes, x + blk * T::kElems, xs + blk * kXs, a);
+    };
+    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    int64_t blk = b0;
+    for (; blk + 4 <= b1; blk += 4) {
+      for (int64_t b = 0; b < 4 * T::kBytes; b += 64) prefetch_stream(row + blk * T::kBytes + b);
+      block(blk, a0);
+      block(blk + 1, a1);
+      block(blk + 2, a2);
+      block(blk + 3, a3);
+    }
+    for (; blk < b1; ++blk) {
+      prefetch_stream(row + blk * T::kBytes);
+      block(blk, a0);
+    }
+    y[n] = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+  }
+}
+
+}  // namespace quanta::cpu::QUANTA_ISA::gguf

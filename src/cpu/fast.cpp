@@ -1,0 +1,243 @@
+// The driver of the SIMD kernels: flattens the matrix (WeightPlan), converts activations to
+// f32, splits the work over threads and calls the entry points of one ISA level.
+//   M = 1, nk: fused GEMV over row ranges (rows of W are contiguous, one stream per thread).
+//   M = 1, kn: fused GEMV over K ranges (one contiguous stream per thread), partial y summed.
+//   M > 1 (or forced): per task of NC output features, per K block: decode the tile once,
+//   then run the micro-kernel over every row of x.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "cpu/backend.hpp"
+#include "cpu/plan.hpp"
+#include "cpu/pool.hpp"
+#include "format/dense.hpp"
+
+namespace quanta::cpu {
+
+namespace {
+
+// f32 scratch aligned for vector loads.
+struct Buffer {
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<float[], Free> p;
+  explicit Buffer(int64_t n)
+      : p(static_cast<float*>(::operator new[](static_cast<std::size_t>(std::max<int64_t>(n, 1)) *
+                                                   sizeof(float),
+                                               std::align_val_t(64)))) {}
+  float* get() const { return p.get(); }
+};
+
+// Below this many weights a call runs on one thread (waking helpers costs more).
+constexpr int64_t kParallelWeights = int64_t{1} << 16;
+
+constexpr int64_t kTileK = 512;  // nk tiles: K block (a multiple of every group and of 256)
+constexpr int64_t kTileKn = 256;  // kn tiles: K block
+
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+struct PlannedMatrix {
+  WeightPlan plan;
+  std::vector<uint8_t> tail;  // padded copy of the last storage rows
+};
+
+PlannedMatrix make_plan(const QuantizedMatrix& w) {
+  PlannedMatrix pm;
+  WeightPlan& p = pm.plan;
+  const Footprint fp = w.footprint();
+  p.scheme = w.format.scheme;
+  p.layout = w.layout;
+  p.granularity = w.format.granularity;
+  p.scale_dtype = w.scale_dtype;
+  p.bits = w.format.bits;
+  p.group = w.format.group_size;
+  p.n = w.n;
+  p.k = w.k;
+  const int64_t rows = w.layout == Layout::nk ? w.n : w.k;
+  const auto code_bytes = static_cast<int64_t>(fp.code_bytes);
+  p.row_bytes = code_bytes / rows;
+  p.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  p.scales = reinterpret_cast<const uint8_t*>(w.scales);
+  p.biases = reinterpret_cast<const uint8_t*>(w.biases);
+  p.global = w.global_scale ? *w.global_scale : 1.0f;
+  // Rows whose whole-vector loads could leave the buffer are read from a padded copy.
+  p.tail_row = code_bytes >= kRowOverread
+                   ? std::min(rows, (code_bytes - kRowOverread) / p.row_bytes)
+                   : 0;
+  const int64_t tail_bytes = (rows - p.tail_row) * p.row_bytes;
+  pm.tail.assign(static_cast<std::size_t>(tail_bytes + kRowOverread), 0);
+  if (tail_bytes > 0)
+    std::memcpy(pm.tail.data(), p.codes + p.tail_row * p.row_bytes,
+                static_cast<std::size_t>(tail_bytes));
+  p.tail_codes = pm.tail.data();
+  return pm;
+}
+
+int workers_for(int threads, int64_t weights) {
+  return weights < kParallelWeights ? 1 : threads;
+}
+
+void gemv_nk(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
+  Buffer xp(w.k + kGemvXPad), xs(kr.gemv_xs_count(w));
+  kr.gemv_prep(w, x, xp.get(), xs.get());
+  const int workers = workers_for(threads, w.n * w.k);
+  // Every task is a run of whole rows, read in address order (splitting K so each slice of x
+  // stays in L1 turned the rows into strided runs and measured 2x slower). Several tasks per
+  // worker balance a machine shared with other work.
+  const int64_t chunk =
+      std::max<int64_t>(16, round_up((w.n + 16 * workers - 1) / (16 * workers), 4));
+  const int64_t tasks = (w.n + chunk - 1) / chunk;
+  parallel_for(tasks, workers, [&](int64_t t, int) {
+    const int64_t n0 = t * chunk;
+    kr.gemv_nk(w, xp.get(), xs.get(), y, n0, std::min(w.n, n0 + chunk), 0, w.k);
+  });
+}
+
+void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
+  const int workers = workers_for(threads, w.n * w.k);
+  const int64_t blocks = (w.k + 15) / 16;  // 16-row blocks share a scale row
+  const int64_t per = std::max<int64_t>(1, (blocks + 4 * workers - 1) / (4 * workers));
+  const int64_t tasks = (blocks + per - 1) / per;
+  const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  Buffer part(used * w.n);
+  std::memset(part.get(), 0, static_cast<std::size_t>(used * w.n) * sizeof(float));
+  parallel_for(tasks, used, [&](int64_t t, int worker) {
+    const int64_t k0 = t * per * 16;
+    kr.gemv_kn(w, x, part.get() + worker * w.n, k0, std::min(w.k, k0 + per * 16));
+  });
+  for (int64_t n = 0; n < w.n; ++n) {
+    float s = 0;
+    for (int i = 0; i < used; ++i) s += part.get()[i * w.n + n];
+    y[n] = s;
+  }
+  kr.gemv_kn_finish(w, y);
+}
+
+void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
+           float* y, int64_t ldy, int threads) {
+  const int workers = workers_for(threads, w.n * w.k * m);
+  const int64_t vw = kr.vector_width;
+  if (w.layout == Layout::nk) {
+    const int64_t kc = std::min(kTileK, w.k), ld = round_up(kc, vw);
+    // Enough rows per tile to reuse each block of x; small M favours more tasks.
+    const int64_t nc = m >= 32 ? 128 : 64;
+    const int64_t tasks = (w.n + nc - 1) / nc;
+    const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+    std::vector<Buffer> tiles;
+    for (int i = 0; i < used; ++i) tiles.emplace_back(nc * ld);
+    parallel_for(tasks, used, [&](int64_t t, int worker) {
+      const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
+      float* tile = tiles[static_cast<std::size_t>(worker)].get();
+      for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
+        const int64_t kk = std::min(kc, w.k - k0);
+        kr.decode_nk(w, n0, rows, k0, kk, tile, ld);
+        kr.gemm_nk(x + k0, ldx, m, tile, ld, rows, kk, y + n0, ldy, k0 > 0);
+      }
+    });
+    return;
+  }
+  const int64_t kc = std::min(kTileKn, w.k), nc = 256, ld = nc;
+  const int64_t tasks = (w.n + nc - 1) / nc;
+  const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  std::vector<Buffer> tiles;
+  for (int i = 0; i < used; ++i) tiles.emplace_back(kc * ld);
+  parallel_for(tasks, used, [&](int64_t t, int worker) {
+    const int64_t n0 = t * nc, cols = std::min(nc, w.n - n0);
+    float* tile = tiles[static_cast<std::size_t>(worker)].get();
+    for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
+      const int64_t kk = std::min(kc, w.k - k0);
+      kr.decode_kn(w, k0, kk, n0, cols, tile, ld);
+      kr.gemm_kn(x + k0, ldx, m, tile, ld, cols, kk, y + n0, ldy, k0 > 0);
+    }
+  });
+}
+
+void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m,
+         float* y, int threads) {
+  if (m == 1 && path == Path::gemv) {
+    if (w.layout == Layout::nk)
+      gemv_nk(kr, w, x, y, threads);
+    else
+      gemv_kn(kr, w, x, y, threads);
+    return;
+  }
+  tiled(kr, w, x, w.k, m, y, w.n, threads);
+}
+
+// Rows of a dense view as f32 (in parallel for large inputs).
+void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, int threads) {
+  parallel_for(rows, workers_for(threads, rows * cols), [&](int64_t r, int) {
+    const auto base = static_cast<std::size_t>(r * cols);
+    for (int64_t c = 0; c < cols; ++c)
+      dst[base + static_cast<std::size_t>(c)] =
+          dense::load(src, t, base + static_cast<std::size_t>(c));
+  });
+}
+
+}  // namespace
+
+const IsaKernels& isa_kernels(Isa isa) {
+  switch (isa) {
+#if defined(QUANTA_CPU_X86)
+    case Isa::avx512:
+      return kAvx512Kernels;
+    case Isa::avx2:
+      return kAvx2Kernels;
+#endif
+    default:
+      return kScalarKernels;
+  }
+}
+
+void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, MatrixView y,
+                 const Context& ctx, Isa isa, Path path) {
+  const IsaKernels& kr = isa_kernels(isa);
+  const int threads = resolve_threads(ctx.threads);
+  const int64_t M = x.rows, K = w.k, N = w.n;
+  std::unique_ptr<Buffer> xbuf, ybuf;
+  const float* X = static_cast<const float*>(x.data);
+  if (x.dtype != DType::f32) {
+    xbuf = std::make_unique<Buffer>(M * K);
+    to_f32(x.data, x.dtype, M, K, xbuf->get(), threads);
+    X = xbuf->get();
+  }
+  float* Y = static_cast<float*>(y.data);
+  if (y.dtype != DType::f32) {
+    ybuf = std::make_unique<Buffer>(M * N);
+    Y = ybuf->get();
+  }
+  if (ids == nullptr) {
+    const PlannedMatrix pm = make_plan(w.expert(0));
+    run(kr, path, pm.plan, X, M, Y, threads);
+  } else {
+    // Rows grouped by expert: each expert's weights stream once for all of its rows.
+    std::vector<std::vector<int64_t>> rows(static_cast<std::size_t>(w.batch));
+    for (int64_t m = 0; m < M; ++m) rows[static_cast<std::size_t>(ids[m])].push_back(m);
+    for (int64_t e = 0; e < w.batch; ++e) {
+      const auto& r = rows[static_cast<std::size_t>(e)];
+      if (r.empty()) continue;
+      const auto me = static_cast<int64_t>(r.size());
+      Buffer xe(me * K), ye(me * N);
+      for (int64_t i = 0; i < me; ++i)
+        std::memcpy(xe.get() + i * K, X + r[static_cast<std::size_t>(i)] * K,
+                    static_cast<std::size_t>(K) * sizeof(float));
+      const PlannedMatrix pm = make_plan(w.expert(e));
+      run(kr, path, pm.plan, xe.get(), me, ye.get(), threads);
+      for (int64_t i = 0; i < me; ++i)
+        std::memcpy(Y + r[static_cast<std::size_t>(i)] * N, ye.get() + i * N,
+                    static_cast<std::size_t>(N) * sizeof(float));
+    }
+  }
+  if (ybuf) {
+    for (int64_t i = 0; i < M * N; ++i)
+      dense::store(y.data, y.dtype, static_cast<std::size_t>(i), Y[i]);
+  }
+}
+
+}  // namespace quanta::cpu

@@ -1,0 +1,66 @@
+// Which x86 vector ISA the CPU kernels use. Detected once from CPUID and XGETBV (the OS must
+// save the wider register state, or the instructions fault even on a CPU that has them); a
+// portable path needs nothing. Tests and benchmarks can cap the level (force_isa or the
+// QUANTA_CPU_ISA environment variable) to run every path the machine supports.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace quanta::cpu {
+
+// In increasing order: a level implies the ones below it.
+enum class Isa : uint8_t {
+  scalar = 0,  // portable C++, any CPU
+  avx2 = 1,    // AVX2 + FMA + F16C (Haswell, Zen 1)
+  avx512 = 2,  // AVX-512 F/BW/VL/DQ (Skylake-SP, Zen 4)
+};
+
+inline constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+
+std::string_view isa_name(Isa isa);
+std::optional<Isa> parse_isa(std::string_view name);
+
+struct CpuFeatures {
+  bool x86 = false;
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512vnni = false, avx512bf16 = false, avx_vnni = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  bool os_avx = false;     // XCR0 saves YMM state
+  bool os_avx512 = false;  // XCR0 saves opmask and ZMM state
+  bool os_amx = false;     // XCR0 has tile state and Linux granted XTILEDATA (arch_prctl)
+  std::string brand;
+  std::string describe() const;  // "AMD EPYC ...: avx2 fma f16c avx512f ... (best: avx512)"
+};
+
+// Detected once, on first use; thread-safe.
+const CpuFeatures& cpu_features();
+
+// Whether this CPU and OS can run `isa` (and this build contains its kernels).
+bool isa_supported(Isa isa);
+Isa best_isa();
+
+// The level the kernels use now: the forced level if any, else QUANTA_CPU_ISA (clamped to what
+// the CPU supports; an unknown name is ignored), else best_isa().
+Isa active_isa();
+
+// Caps the level used from now on; nullopt returns to automatic. Throws quanta::Error if this
+// CPU cannot run `isa`. Not meant to be flipped while other threads run matmuls.
+void force_isa(std::optional<Isa> isa);
+
+// Sets a forced level for the lifetime of a scope (tests).
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa);
+  ~ScopedIsa();
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  std::optional<Isa> previous_;
+};
+
+}  // namespace quanta::cpu

@@ -1,0 +1,88 @@
+// The flat description of a weight matrix that the per-ISA kernel files read, and the table of
+// entry points each of them exports. Those files are compiled with -mavx2 / -mavx512*: they
+// see only these plain structs and raw pointers, never a std:: or quanta:: inline function
+// (the linker could otherwise keep a copy built for AVX-512 and run it on any CPU).
+#pragma once
+
+#include <cstdint>
+
+#include "quanta/dtype.hpp"
+#include "quanta/format.hpp"
+#include "quanta/matrix.hpp"
+
+namespace quanta::cpu {
+
+// Bytes any decoder may read past the last byte of a storage row (whole-vector loads of
+// packed codes). Rows that end closer than this to the end of the codes buffer are served
+// from a padded copy (WeightPlan::tail_*).
+inline constexpr int64_t kRowOverread = 64;
+
+struct WeightPlan {
+  Scheme scheme = Scheme::affine;
+  Layout layout = Layout::nk;
+  Granularity granularity = Granularity::group;
+  DType scale_dtype = DType::f32;  // affine scales and biases
+  int bits = 0;
+  int group = 0;        // elements along K per scale (GGUF: block), 0 for fp8
+  int64_t n = 0, k = 0;
+  int64_t row_bytes = 0;      // bytes per storage row (an N-row for nk, a K-row for kn)
+  const uint8_t* codes = nullptr;
+  int64_t tail_row = 0;       // storage rows >= tail_row are read from tail_codes
+  const uint8_t* tail_codes = nullptr;
+  const uint8_t* scales = nullptr;  // affine: [rows, K/G] (nk) or [K/G, N] (kn) of scale_dtype
+  const uint8_t* biases = nullptr;
+  float global = 1.0f;  // nvfp4 global scale, 1 when absent
+};
+
+// Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].
+struct Rows {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t m = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// Entry points of one ISA level. Ranges are half-open; everything is already validated.
+struct IsaKernels {
+  // GEMV, W [N, K]: x f32 [K] -> xp (the format's lane order, kGemvXPad floats of slack) and
+  // per-group sums xs (gemv_xs_count entries). Then y[n] = the sum over k in [k0, k1) for n in
+  // [n0, n1); k0 and k1 are multiples of gemv_k_align (k1 may be K).
+  int64_t (*gemv_xs_count)(const WeightPlan& w);
+  void (*gemv_prep)(const WeightPlan& w, const float* x, float* xp, float* xs);
+  void (*gemv_nk)(const WeightPlan& w, const float* xp, const float* xs, float* y, int64_t n0,
+                  int64_t n1, int64_t k0, int64_t k1);
+  // GEMV, W [K, N]: y[0, N) += sum over k in [k0, k1) of x[k] * W[k, :] (f32 partial sums;
+  // k0 is a multiple of 16). Scales of fp8 are applied by gemv_kn_finish.
+  void (*gemv_kn)(const WeightPlan& w, const float* x, float* y, int64_t k0, int64_t k1);
+  void (*gemv_kn_finish)(const WeightPlan& w, float* y);
+  // Tiles: decoded weights in f32, natural order, scales applied.
+  //   nk: tile[r][0, kc) = W[n0 + r][k0, k0 + kc) for r < rows, zero in [kc, ld); k0 and kc
+  //       are multiples of the group (GGUF: block), kc may end at K.
+  //   kn: tile[r][0, nc) = W[k0 + r][n0, n0 + nc) for r < rows (storage rows), zero in
+  //       [nc, ld). In both, ld is a multiple of the vector width and >= kc or nc.
+  void (*decode_nk)(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                    float* tile, int64_t ld);
+  void (*decode_kn)(const WeightPlan& w, int64_t k0, int64_t rows, int64_t n0, int64_t nc,
+                    float* tile, int64_t ld);
+  // C[i][j] (+)= sum_k X[i][k] * T[j][k] for i < m, j < nt, k < kc: dot form for nk tiles
+  // (T is [nt][ld], zero-padded).
+  void (*gemm_nk)(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld, int64_t nt,
+                  int64_t kc, float* c, int64_t ldc, bool accumulate);
+  // C[i][j] (+)= sum_k X[i][k] * T[k][j] for i < m, j < nt, k < kc: outer-product form for
+  // kn tiles (T is [kc][ld], zero-padded).
+  void (*gemm_kn)(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld,
+                  int64_t nt, int64_t kc, float* c, int64_t ldc, bool accumulate);
+  int vector_width;  // floats per vector (tile padding)
+};
+
+inline constexpr int64_t kGemvXPad = 64;
+
+// The kernels of each level (scalar is portable; the others exist in x86 builds).
+extern const IsaKernels kScalarKernels;
+#if defined(QUANTA_CPU_X86)
+extern const IsaKernels kAvx2Kernels;
+extern const IsaKernels kAvx512Kernels;
+#endif
+
+}  // namespace quanta::cpu

@@ -1,0 +1,256 @@
+// The vector vocabulary of the CPU engine on AVX-512 (F/BW/VL/DQ, plus F16C and FMA): 16 f32
+// lanes. Only files compiled with those flags include this (src/cpu/x86/avx512_*.cpp).
+#pragma once
+
+// GCC 12 reports the _mm*_undefined_* placeholders inside the intrinsic headers as
+// uninitialised once they are inlined; the rest of this (per-ISA) file inherits the pragma.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quanta/dtype.hpp"
+
+namespace quanta::cpu::avx512 {
+
+namespace vdetail {
+// pshufb control and shifts that put code j of a run of 16 B-bit codes (an LSB-first bit
+// stream, broadcast to every 128-bit lane) into the low bits of dword lane j.
+template <int B>
+struct CodeCtl {
+  alignas(64) uint8_t shuf[64] = {};
+  alignas(64) uint32_t shift[16] = {};
+  constexpr CodeCtl() {
+    for (int j = 0; j < 16; ++j) {
+      const int byte = j * B / 8;
+      const int lane = j % 4;
+      shuf[16 * (j / 4) + 4 * lane + 0] = static_cast<uint8_t>(byte);
+      shuf[16 * (j / 4) + 4 * lane + 1] = static_cast<uint8_t>(byte + 1);
+      shuf[16 * (j / 4) + 4 * lane + 2] = 0x80;
+      shuf[16 * (j / 4) + 4 * lane + 3] = 0x80;
+      shift[j] = static_cast<uint32_t>(j * B % 8);
+    }
+  }
+};
+template <int B>
+inline constexpr CodeCtl<B> kCodeCtl{};
+
+// Float value of each B-bit pattern, repeated to 16 entries (vpermps reads 4 index bits).
+template <int B>
+struct IotaTbl {
+  alignas(64) float v[16] = {};
+  constexpr IotaTbl() {
+    for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(i & ((1 << B) - 1));
+  }
+};
+template <int B>
+inline constexpr IotaTbl<B> kIota{};
+
+alignas(64) inline constexpr int32_t kHalfSplit[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+}  // namespace vdetail
+
+struct V {
+  static constexpr int W = 16;
+  // Micro-tiles: dot form (nk tiles) MR x NR accumulators, outer form (kn) MR x NV vectors.
+  static constexpr int kDotMR = 6, kDotNR = 4;
+  static constexpr int kOutMR = 6, kOutNV = 4;
+  using F = __m512;
+  using I = __m512i;
+  using Tbl = __m512;
+
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static void prefetch_nta(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static F load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void store_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static float hsum(F v) { return _mm512_reduce_add_ps(v); }
+
+  // out[0..3] += the lane sums of a, b, c, d.
+  static void hsum4_add(F a, F b, F c, F d, float* out) {
+    const F ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    const F cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3] and the same for c, d
+    const F s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xee));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(out, _mm_add_ps(_mm_loadu_ps(out), q));
+  }
+  static void hsum4_store(F a, F b, F c, F d, float* out) {
+    const F ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    const F cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    const F s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xee));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+
+  // ---- integer lanes ----
+  static I u8(const uint8_t* p) {  // 16 bytes, zero-extended
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I s8(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I seti(int v) { return _mm512_set1_epi32(v); }
+  template <int N>
+  static I shr(I v) {
+    return _mm512_srli_epi32(v, N);
+  }
+  template <int N>
+  static I shl(I v) {
+    return _mm512_slli_epi32(v, N);
+  }
+  static I shr_var(I v, int n) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n)); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  // Lane j of v in every lane.
+  static F lane(F v, int j) { return _mm512_permutexvar_ps(_mm512_set1_epi32(j), v); }
+  // Bytes [i, i + 16) of the 16-byte little-endian array u, as floats (i is 0).
+  static F u8_words(const uint32_t* u, int) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
+                                                                 static_cast<int>(u[1]), static_cast<int>(u[0]))));
+  }
+  // Lanes 8-15 from p[0, 8), lanes 0-7 zero.
+  static F load_upper8(const float* p) { return _mm512_maskz_loadu_ps(0xff00, p - 8); }
+  // x in lanes whose integer lane of v has a bit of `bit` set, 0 elsewhere.
+  static F select_lanes(I v, uint32_t bit, F x) {
+    return _mm512_maskz_mov_ps(_mm512_test_epi32_mask(v, _mm512_set1_epi32(static_cast<int>(bit))), x);
+  }
+  // The binary16 at p, converted, in every lane.
+  static F half_bcast(const uint8_t* p) {
+    int16_t h;
+    std::memcpy(&h, p, 2);
+    return _mm512_cvtph_ps(_mm256_set1_epi16(h));
+  }
+  static Tbl tbl(const float* t16) { return _mm512_loadu_ps(t16); }
+  static F lut(Tbl t, I idx) { return _mm512_permutexvar_ps(idx, t); }
+
+  // Float of the low B bits of each lane (upper bits ignored).
+  template <int B>
+  static F ucvt(I raw) {
+    if constexpr (B <= 4)
+      return _mm512_permutexvar_ps(raw, _mm512_load_ps(vdetail::kIota<B>.v));
+    else if constexpr (B == 8)
+      return _mm512_cvtepi32_ps(_mm512_and_si512(raw, _mm512_set1_epi32(0xff)));
+    else
+      return _mm512_cvtepi32_ps(_mm512_and_si512(raw, _mm512_set1_epi32((1 << B) - 1)));
+  }
+
+  // Codes i0 .. i0+15 (i0 a multiple of 16) of a packed LSB-first row, code j in the low B
+  // bits of lane j. Reads up to 16 bytes from the first one.
+  template <int B>
+  static I codes(const uint8_t* row, int64_t i0) {
+    if constexpr (B == 8) {
+      return u8(row + i0);
+    } else {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i0 * B / 8));
+      const I v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(raw),
+                                      _mm512_load_si512(vdetail::kCodeCtl<B>.shuf));
+      return _mm512_srlv_epi32(v, _mm512_load_si512(vdetail::kCodeCtl<B>.shift));
+    }
+  }
+  // 32 4-bit codes from 16 bytes: lane j of lo holds code 2j, of hi code 2j+1.
+  static void nib2(const uint8_t* p, I& lo, I& hi) {
+    lo = u8(p);
+    hi = _mm512_srli_epi32(lo, 4);
+  }
+  // Scale vector for a nib2 chunk of 32 codes split in two groups of 16: lanes 0-7 take s[0],
+  // lanes 8-15 s[1].
+  static F split2(const float* s) {
+    const __m128 pair = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+    return _mm512_permutexvar_ps(_mm512_load_si512(vdetail::kHalfSplit),
+                                 _mm512_castps128_ps512(pair));
+  }
+
+  // ---- dtype loads ----
+  static F load_sd(const uint8_t* p, DType t) {
+    switch (t) {
+      case DType::f32:
+        return _mm512_loadu_ps(p);
+      case DType::f16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      case DType::bf16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+    }
+    return zero();
+  }
+  static F load_sd_n(const uint8_t* p, DType t, int n) {
+    switch (t) {
+      case DType::f32:
+        return _mm512_maskz_loadu_ps(mask(n), p);
+      case DType::f16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
+      case DType::bf16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask(n), p)), 16));
+    }
+    return zero();
+  }
+  static float half1(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  }
+
+  // ---- minifloats (W codes, one byte each) ----
+  // E4M3FN / 256, exact for every code except NaN (0x7f/0xff), which set bits in `nan`.
+  static F e4m3s(const uint8_t* p, uint32_t& nan) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    nan |= _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    // sign-extended byte << 7 is s.s.eeee.mmm.0000000; clearing bit 14 leaves the binary16
+    // s.0eeee.mmm0000000 = value / 2^8 (E4M3 bias 7 vs binary16 bias 15)
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
+                                       _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
+    return _mm512_cvtph_ps(h);
+  }
+  // E4M3FN exactly, NaN codes give NaN.
+  static F e4m3(const uint8_t* p) {
+    uint32_t nan = 0;
+    const F v = _mm512_mul_ps(e4m3s(p, nan), _mm512_set1_ps(256.0f));
+    return _mm512_mask_blend_ps(static_cast<__mmask16>(nan), v, _mm512_set1_ps(__builtin_nanf("")));
+  }
+  // E5M2 is the top byte of a binary16.
+  static F e5m2(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+  }
+  // E8M0: 2^(b-127); 0 is the f32 subnormal 2^-127, 0xff is NaN.
+  static F e8m0(const uint8_t* p) {
+    const I b = u8(p);
+    I bits = _mm512_slli_epi32(b, 23);
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, _mm512_setzero_si512()),
+                                 _mm512_set1_epi32(0x00400000));
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(0xff)),
+                                 _mm512_set1_epi32(0x7fc00000));
+    return _mm512_castsi512_ps(bits);
+  }
+
+  // ---- lane masks ----
+  // x in lanes whose bit of `bits` is set, 0 elsewhere.
+  static F select_bits(uint32_t bits, F x) {
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(bits), x);
+  }
+  // x in lanes j whose byte p[j] has a bit of `m` set, 0 elsewhere.
+  static F select_bytes(const uint8_t* p, uint8_t m, F x) {
+    const __mmask16 k = _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                           _mm_set1_epi8(static_cast<char>(m)));
+    return _mm512_maskz_mov_ps(k, x);
+  }
+};
+
+}  // namespace quanta::cpu::avx512

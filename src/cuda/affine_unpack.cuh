@@ -1,0 +1,152 @@
+// Affine codes to tensor-core operands, in registers. A lane owns "chunks" of 32 consecutive
+// codes of one row (4·bits bytes, always inside one group since groups are >= 32 and aligned).
+// A chunk becomes 16 half2 pairs; pair i holds the codes at positions (pair_lo(i), pair_hi(i))
+// of the chunk. The positions are chosen per width so that one shift (or one byte permute)
+// places both codes of a pair under a half2 magic number; the activations are permuted the same
+// way (x_pairs), and since a dot product may sum in any order, A and B stay consistent.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common.cuh"
+#include "cuda/mma.cuh"
+
+namespace quanta::cuda {
+
+// Code positions of pair i (0..15) of a 32-code chunk.
+template <int BITS>
+__host__ __device__ constexpr int pair_lo(int i) {
+  if constexpr (BITS == 4 || BITS == 6) return 8 * (i / 4) + i % 4;  // (c, c + 4)
+  if constexpr (BITS == 8) return 4 * (i / 2) + i % 2;               // (c, c + 2)
+  return 16 * (i / 8) + i % 8;                                       // 2, 3, 5: (c, c + 8)
+}
+template <int BITS>
+__host__ __device__ constexpr int pair_hi(int i) {
+  if constexpr (BITS == 4 || BITS == 6) return pair_lo<BITS>(i) + 4;
+  if constexpr (BITS == 8) return pair_lo<BITS>(i) + 2;
+  return pair_lo<BITS>(i) + 8;
+}
+
+// magic | q_lo | (q_hi << 16) for every pair: reads as (offset + q_lo, offset + q_hi).
+// `magic` is the half2 bit pattern of the offset (Magic<T>::kBits2). 8-bit codes need
+// 10 mantissa bits (f16 only; bf16 8-bit goes through f32, see dequant_chunk).
+// (a & mask) | magic in one LOP3: with both constants as immediates the compiler emits two
+// (SASS LOP3 takes one immediate), so the magic number is passed in a register.
+template <uint32_t kMask>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t magic_reg) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "n"(kMask), "r"(magic_reg));
+  return d;
+}
+
+template <int BITS>
+__device__ __forceinline__ void unpack_chunk(const uint32_t (&w)[BITS], uint32_t (&p)[16],
+                                             uint32_t magic) {
+  constexpr uint32_t kMask = (1u << BITS) - 1u;
+  constexpr uint32_t kMask2 = kMask | (kMask << 16);
+  uint32_t magic_reg;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(magic_reg) : "r"(magic));
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    if constexpr (BITS == 4) {
+      p[i] = and_or<kMask2>(w[i / 4] >> (4 * (i % 4)), magic_reg);  // nibbles c, c+4 of a word
+    } else if constexpr (BITS == 2) {
+      p[i] = and_or<kMask2>(w[i / 8] >> (2 * (i % 8)), magic_reg);  // crumbs c, c+8 of a word
+    } else if constexpr (BITS == 8) {
+      // bytes c and c+2 under 0x64: PRMT picks (byte, 0x64, byte, 0x64).
+      p[i] = __byte_perm(w[i / 2], 0x64646464u, (i % 2) ? 0x4341 : 0x4240);
+    } else if constexpr (BITS == 3 || BITS == 6) {
+      // Codes lo and hi = lo + 24 bits sit at the same bit offset s inside bytes b..b+1 and
+      // b+3..b+4: one byte permute brings both pairs of bytes together, one shift aligns them.
+      constexpr int kStride = BITS == 3 ? 8 : 4;  // codes per 24 bits
+      static_assert(kStride * BITS == 24);
+      const int lo = pair_lo<BITS>(i);
+      const int bit = lo * BITS, byte = bit / 8, s = bit % 8;
+      const int wi = byte / 4, bo = byte % 4;
+      const int wj = wi + 1 < BITS ? wi + 1 : BITS - 1;  // never needed past the chunk
+      const uint32_t sel =
+          static_cast<uint32_t>(bo | (bo + 1) << 4 | (bo + 3) << 8 | (bo + 4) << 12);
+      p[i] = and_or<kMask2>(__byte_perm(w[wi], w[wj], sel) >> s, magic_reg);
+    } else {
+      static_assert(BITS == 5, "affine widths are 2, 3, 4, 5, 6, 8");
+      // lo and hi = lo + 40 bits: two funnel shifts put lo at bit 0 and hi at bit 16.
+      const int lo = pair_lo<BITS>(i);
+      const int b0 = lo * 5, b1 = lo * 5 + 40 - 16;
+      const int w0 = b0 / 32, w1 = b1 / 32;
+      const uint32_t t0 = __funnelshift_r(w[w0], w[w0 + 1 < 5 ? w0 + 1 : 4], b0 % 32);
+      const uint32_t t1 = __funnelshift_r(w[w1], w[w1 + 1 < 5 ? w1 + 1 : 4], b1 % 32);
+      p[i] = and_or<kMask2>(__byte_perm(t0, t1, 0x7610), magic_reg);
+    }
+  }
+}
+
+// A chunk's 4·BITS bytes from shared memory, with the widest loads its alignment allows.
+template <int BITS>
+__device__ __forceinline__ void load_codes(const uint8_t* src, uint32_t (&w)[BITS]) {
+  if constexpr (BITS == 4 || BITS == 8) {
+#pragma unroll
+    for (int i = 0; i < BITS / 4; ++i) {
+      const uint4 v4 = *reinterpret_cast<const uint4*>(src + 16 * i);
+      w[4 * i] = v4.x;
+      w[4 * i + 1] = v4.y;
+      w[4 * i + 2] = v4.z;
+      w[4 * i + 3] = v4.w;
+    }
+  } else if constexpr (BITS == 2 || BITS == 6) {
+#pragma unroll
+    for (int i = 0; i < BITS / 2; ++i) {
+      const uint2 v2 = *reinterpret_cast<const uint2*>(src + 8 * i);
+      w[2 * i] = v2.x;
+      w[2 * i + 1] = v2.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BITS; ++i) w[i] = reinterpret_cast<const uint32_t*>(src)[i];
+  }
+}
+
+// The chunk's 16 A pairs, dequantized: s·q + b rounded once to T (HSUB2 removes the magic
+// offset exactly, HFMA2 applies scale and bias).
+template <class T, int BITS>
+__device__ __forceinline__ void dequant_chunk(const uint32_t (&w)[BITS], T s, T b,
+                                              uint32_t (&a)[16]) {
+  using V = typename Vec2<T>::type;
+  if constexpr (BITS == 8 && sizeof(T) == 2 && Magic<T>::kMantissa < 8) {
+    // bf16 has 7 mantissa bits: decode bytes through f32 (0x4B000000 | q = 2^23 + q).
+    const float sf = to_f32(s), bf = to_f32(b);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t c = static_cast<uint32_t>(i % 2);
+      const float lo = __uint_as_float(__byte_perm(w[i / 2], 0x4B000000u, 0x7440 | c)) - 8388608.0f;
+      const float hi =
+          __uint_as_float(__byte_perm(w[i / 2], 0x4B000000u, 0x7440 | (c + 2))) - 8388608.0f;
+      a[i] = as_u32(__floats2bfloat162_rn(fmaf(lo, sf, bf), fmaf(hi, sf, bf)));
+    }
+  } else {
+    uint32_t p[16];
+    unpack_chunk<BITS>(w, p, Magic<T>::kBits2);
+    const V off = Magic<T>::offset2();
+    V s2, b2;
+    s2.x = s;
+    s2.y = s;
+    b2.x = b;
+    b2.y = b;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) a[i] = as_u32(__hfma2(__hsub2(as_vec2<T>(p[i]), off), s2, b2));
+  }
+}
+
+// The B pairs matching the A pairs: (x[lo], x[hi]) from the chunk's 32 activations held as
+// 16 words xw[j] = (x[2j], x[2j+1]).
+template <int BITS>
+__device__ __forceinline__ void x_pairs(const uint32_t (&xw)[16], uint32_t (&bp)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int lo = pair_lo<BITS>(i), hi = pair_hi<BITS>(i);
+    const uint32_t l = static_cast<uint32_t>(lo % 2), h = static_cast<uint32_t>(hi % 2);
+    const uint32_t sel = (2 * l) | (2 * l + 1) << 4 | (4 + 2 * h) << 8 | (5 + 2 * h) << 12;
+    bp[i] = __byte_perm(xw[lo / 2], xw[hi / 2], sel);
+  }
+}
+
+}  // namespace quanta::cuda

@@ -1,0 +1,159 @@
+// Device vocabulary shared by the CUDA kernel families: activation element types, conversions,
+// warp reductions, and the host-side dispatch that turns runtime values (dtype, bits) into
+// template parameters. Accepted values come from the format table (kSchemes), never restated.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "quanta/dtype.hpp"
+#include "quanta/format.hpp"
+#include "quanta/numeric.hpp"
+#include "quanta/ops.hpp"
+
+namespace quanta::cuda {
+
+inline cudaStream_t stream_of(const Context& ctx) {
+  return static_cast<cudaStream_t>(ctx.cuda_stream);
+}
+
+// ---- activation element types: f32 -> float, f16 -> __half, bf16 -> __nv_bfloat16 ----------
+
+template <class T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_f32<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+// Round-to-nearest-even, like the host conversions in quanta/numeric.hpp.
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// A value of dtype `t` at element i of an untyped buffer (cold paths: generic kernels).
+__device__ __forceinline__ float load_as_f32(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f16:
+      return f16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16:
+      return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+// Stores with quanta's own host/device conversions (bit-identical to dense::store on the host).
+__device__ __forceinline__ void store_f32_as(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::f32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16_bits(v);
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16_bits(v);
+      break;
+  }
+}
+
+// The value v takes once stored as t (dense::round_as on the device).
+__device__ __forceinline__ float round_as(DType t, float v) {
+  switch (t) {
+    case DType::f32:
+      return v;
+    case DType::f16:
+      return f16_bits_to_f32(f32_to_f16_bits(v));
+    case DType::bf16:
+      return bf16_bits_to_f32(f32_to_bf16_bits(v));
+  }
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---- host dispatch ---------------------------------------------------------------------------
+
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<__half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<__nv_bfloat16> {
+  static constexpr DType value = DType::bf16;
+};
+
+// f.template operator()<T>() with T the device type of `t`.
+template <class F>
+decltype(auto) dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::f16:
+      return f.template operator()<__half>();
+    case DType::bf16:
+      return f.template operator()<__nv_bfloat16>();
+    case DType::f32:
+      break;
+  }
+  return f.template operator()<float>();
+}
+
+// Only the 16-bit activation types (tensor-core kernels).
+template <class F>
+decltype(auto) dispatch_half_dtype(DType t, F&& f) {
+  if (t == DType::bf16) return f.template operator()<__nv_bfloat16>();
+  return f.template operator()<__half>();
+}
+
+namespace detail {
+template <const auto& Values, class F, std::size_t... I>
+bool dispatch_value_impl(int v, F&& f, std::index_sequence<I...>) {
+  return ((Values[I] == v ? (f.template operator()<Values[I]>(), true) : false) || ...);
+}
+}  // namespace detail
+
+// f.template operator()<V>() for the entry V of the constexpr array `Values` equal to v;
+// false when v is not listed (the caller names the rule it broke).
+template <const auto& Values, class F>
+bool dispatch_value(int v, F&& f) {
+  constexpr std::size_t n = sizeof(Values) / sizeof(Values[0]);
+  return detail::dispatch_value_impl<Values>(v, f, std::make_index_sequence<n>{});
+}
+
+inline constexpr auto& kAffineBitsList = quanta::detail::kAffineBits;
+
+}  // namespace quanta::cuda

@@ -1,0 +1,119 @@
+// dequantize_affine: affine codes to dense values in the storage layout, bit-exact with the
+// host (codec::decode_storage_row): s·q is rounded to the output dtype, then + b is rounded
+// again (MLX multiplies, then adds). One thread per 32-code chunk of a stored row: one or two
+// 16-byte code loads, 32 values out with 16-byte stores.
+#include <algorithm>
+
+#include "cuda/affine_simt.cuh"
+#include "cuda/checks.hpp"
+#include "cuda/common.cuh"
+#include "cuda/families.hpp"
+#include "cuda/runtime.cuh"
+
+namespace quanta::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct DequantArgs {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  const uint8_t* biases;
+  void* out;
+  int64_t code_stride, scale_stride;  // bytes per matrix of the stack
+  int64_t chunks;                     // 32-code chunks in the whole stack
+  int32_t rows, cols;                 // storage rows and columns of one matrix
+  int32_t n, groups, log2_group;
+  DType scale_dtype;
+  bool nk;
+};
+
+template <class TO>
+__device__ __forceinline__ float round_to_out(float v) {
+  return to_f32(from_f32<TO>(v));
+}
+
+template <int BITS, class TO>
+__global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const DequantArgs a) {
+  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (chunk >= a.chunks) return;
+  const int64_t per_row = a.cols / 32, per_matrix = per_row * a.rows;
+  const int64_t e = chunk / per_matrix;
+  const int64_t r = (chunk % per_matrix) / per_row, c0 = (chunk % per_row) * 32;
+  uint32_t w[BITS];
+  load_chunk<BITS>(a.codes + e * a.code_stride + (r * a.cols + c0) * BITS / 8, w);
+  const uint8_t* sc = a.scales + e * a.scale_stride;
+  const uint8_t* bi = a.biases + e * a.scale_stride;
+  float v[32];
+  if (a.nk) {  // the chunk lies in one group of row r
+    const int64_t si = r * a.groups + (c0 >> a.log2_group);
+    const float s = load_as_f32(sc, a.scale_dtype, si), b = load_as_f32(bi, a.scale_dtype, si);
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      v[i] = round_to_out<TO>(__fadd_rn(round_to_out<TO>(__fmul_rn(s, code_f32<BITS>(w, i))), b));
+  } else {  // kn: K-row r, columns c0.. each with its own scale
+    const int64_t si = (r >> a.log2_group) * a.n + c0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const float s = load_as_f32(sc, a.scale_dtype, si + i);
+      const float b = load_as_f32(bi, a.scale_dtype, si + i);
+      v[i] = round_to_out<TO>(__fadd_rn(round_to_out<TO>(__fmul_rn(s, code_f32<BITS>(w, i))), b));
+    }
+  }
+  TO* out = static_cast<TO*>(a.out) + (e * a.rows + r) * a.cols + c0;
+  constexpr int kPer16 = 16 / sizeof(TO);
+#pragma unroll
+  for (int i = 0; i < 32; i += kPer16) {
+    TO t[kPer16];
+#pragma unroll
+    for (int j = 0; j < kPer16; ++j) t[j] = from_f32<TO>(v[i + j]);
+    *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(t);
+  }
+}
+
+}  // namespace
+
+std::string dequantize_affine_supports(const Problem& p) {
+  if (p.format.scheme != Scheme::affine) return "needs the affine format";
+  const int64_t cols = p.layout == Layout::nk ? p.k : p.n;
+  if (cols % 32 != 0) return "needs whole 32-code chunks per stored row (columns % 32 == 0)";
+  return {};
+}
+
+void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
+  constexpr std::string_view kName = "dequantize_affine", kOp = "dequantize";
+  require_device_weights(w, kOp);
+  require_device_pointer(out.data, kOp, "out");
+  if (!alignment_ok(out.data, 16, ctx, kName, kOp, "out") ||
+      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
+    return dequantize_generic(w, out, ctx);
+  const Footprint fp = w.footprint();
+  DequantArgs a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
+  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
+  a.out = out.data;
+  a.code_stride = static_cast<int64_t>(fp.code_bytes);
+  a.scale_stride = static_cast<int64_t>(fp.scale_bytes);
+  a.nk = w.layout == Layout::nk;
+  a.rows = static_cast<int32_t>(a.nk ? w.n : w.k);
+  a.cols = static_cast<int32_t>(a.nk ? w.k : w.n);
+  a.n = static_cast<int32_t>(w.n);
+  a.groups = static_cast<int32_t>(w.k / w.format.group_size);
+  int lg = 0;
+  while ((1 << lg) < w.format.group_size) ++lg;
+  a.log2_group = lg;
+  a.scale_dtype = w.scale_dtype;
+  a.chunks = static_cast<int64_t>(a.rows) * (a.cols / 32) * w.batch;
+  const unsigned grid = static_cast<unsigned>((a.chunks + kThreads - 1) / kThreads);
+  const cudaStream_t stream = stream_of(ctx);
+  dispatch_dtype(out.dtype, [&]<class TO>() {
+    dispatch_value<kAffineBitsList>(w.format.bits, [&]<int BITS>() {
+      dequantize_affine_kernel<BITS, TO><<<grid, kThreads, 0, stream>>>(a);
+      QUANTA_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace quanta::cuda

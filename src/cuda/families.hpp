@@ -1,0 +1,51 @@
+// The CUDA kernel families' entry points and `supports` rules, as the kernel table
+// (src/cuda/kernels.cpp) lists them. Host-only header: no CUDA types, so the table and the
+// CPU-side selection tests compile with the host compiler.
+#pragma once
+
+#include <string>
+
+#include "core/kernel.hpp"
+
+namespace quanta::cuda {
+
+// matmul_generic.cu: every format and layout, every M; decode each element with the shared
+// codecs, accumulate in f32. The fallback that always accepts.
+void matmul_generic(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx);
+void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
+
+// qmm_affine_tc.cuh (+ qmm_affine_tc_b*.cu): affine nk, f16/bf16, M <= 32, tensor cores
+// (mma.sync m16n8k16, f32 accumulate) on weights dequantized in registers; split-K.
+std::string qmm_affine_tc_supports(const Problem& p);
+void qmm_affine_tc(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
+// The same kernel for M = 1 with the scale·Σq·x + bias·Σx split: codes enter the mma
+// undequantized, groups are the mma's columns, scales apply per group in f32.
+std::string qmv_affine_tc_supports(const Problem& p);
+void qmv_affine_tc(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
+// qmm_affine_mma.cu: affine nk, f16/bf16, larger M; tiles dequantized into shared memory,
+// ldmatrix + mma.sync, multi-stage cp.async pipeline.
+std::string qmm_affine_mma_supports(const Problem& p);
+void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx);
+
+// qmv_affine_f32.cu: affine nk, f32 activations, small M, CUDA cores with the
+// scale·Σq·x + bias·Σx split.
+std::string qmv_affine_f32_supports(const Problem& p);
+void qmv_affine_f32(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx);
+
+// qvm_affine.cu: affine kn layout (W stored [K, N]), any dtype, small M.
+std::string qvm_affine_supports(const Problem& p);
+void qvm_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                MatrixView y, const Context& ctx);
+
+// dequantize.cu: affine, both layouts, bit-exact with the host codec.
+std::string dequantize_affine_supports(const Problem& p);
+void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
+
+}  // namespace quanta::cuda

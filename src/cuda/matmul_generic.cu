@@ -1,0 +1,177 @@
+// Portable CUDA kernels for every format and layout: decode each element with the shared
+// codecs (src/format/*.hpp via cuda/weights.cuh), multiply-accumulate in f32. They are the
+// correct fallback the kernel table ends with; speed is the fast families' job.
+//
+//   nk:  y[m, n] = Σ_k x[m, k] · W[n, k]   one block per output column n and tile of rows m;
+//        the block decodes W[n, :] chunk by chunk into shared memory (GGUF decodes whole
+//        blocks), each warp dots it with its rows of x.
+//   kn:  y[m, n] = Σ_k x[m, k] · W[k, n]   one thread per column n, walking K.
+//   gather: the same with one row of x per tile and W = W[expert_ids[m]]; an id outside
+//        [0, batch) sets a flag, writes NaN to the row and reads nothing.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/checks.hpp"
+#include "cuda/common.cuh"
+#include "cuda/families.hpp"
+#include "cuda/runtime.cuh"
+#include "cuda/weights.cuh"
+
+namespace quanta::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+// Elements of one stored row decoded per pass: a multiple of every group and GGUF block.
+constexpr int kChunk = 1024;
+constexpr int kRowsPerWarp = 4;  // rows of x per warp in the nk kernel (plain matmul)
+constexpr int kRowsKn = 8;       // rows of x per thread in the kn kernel (plain matmul)
+constexpr int kMaxGridY = 65535;
+
+template <class T>
+struct GenericArgs {
+  WeightDesc w;
+  const T* x;
+  T* y;
+  const int32_t* ids;  // gather only
+  int* flag;           // gather only
+  int32_t m;
+  int32_t rows;  // rows of x per tile: 1 for gather
+};
+
+// The expert of a tile starting at row m0, or -1 (flagged) when its id is out of range.
+template <class T>
+__device__ __forceinline__ int64_t tile_expert(const GenericArgs<T>& a, int64_t m0) {
+  if (a.ids == nullptr) return 0;
+  const int32_t e = a.ids[m0];
+  if (e >= 0 && e < a.w.batch) return e;
+  if (threadIdx.x == 0) atomicOr(a.flag, 1);
+  return -1;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) generic_nk_kernel(GenericArgs<T> a) {
+  __shared__ float w_s[kChunk];  // [kChunk] decoded W[n, c0 : c0 + kChunk)
+  const int64_t n = blockIdx.x, N = a.w.n, K = a.w.k;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t tiles = (a.m + a.rows - 1) / a.rows;
+  for (int64_t t = blockIdx.y; t < tiles; t += gridDim.y) {
+    const int64_t m0 = t * a.rows;
+    const int64_t e = tile_expert(a, m0);
+    if (e < 0) {
+      if (threadIdx.x == 0) a.y[m0 * N + n] = from_f32<T>(NAN);
+      continue;
+    }
+    float acc[kRowsPerWarp] = {};
+    for (int64_t c0 = 0; c0 < K; c0 += kChunk) {
+      const int count = static_cast<int>(K - c0 < kChunk ? K - c0 : kChunk);
+      __syncthreads();
+      decode_row_span(a.w, e, n, c0, count, w_s, DType::f32);
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kRowsPerWarp; ++j) {
+        const int64_t m = m0 + warp + j * kWarps;
+        if (m >= a.m || m >= m0 + a.rows) continue;
+        const T* xr = a.x + m * K + c0;
+        for (int i = lane; i < count; i += 32) acc[j] += to_f32(xr[i]) * w_s[i];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+      const int64_t m = m0 + warp + j * kWarps;
+      const float s = warp_sum(acc[j]);
+      if (lane == 0 && m < a.m && m < m0 + a.rows) a.y[m * N + n] = from_f32<T>(s);
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) generic_kn_kernel(GenericArgs<T> a) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t N = a.w.n, K = a.w.k;
+  const int64_t tiles = (a.m + a.rows - 1) / a.rows;
+  for (int64_t t = blockIdx.y; t < tiles; t += gridDim.y) {
+    const int64_t m0 = t * a.rows;
+    const int64_t e = tile_expert(a, m0);
+    if (e < 0) {
+      for (int64_t c = threadIdx.x; c < N && blockIdx.x == 0; c += kThreads)
+        a.y[m0 * N + c] = from_f32<T>(NAN);
+      continue;
+    }
+    if (n >= N) continue;
+    const int rows = static_cast<int>(a.m - m0 < a.rows ? a.m - m0 : a.rows);
+    float acc[kRowsKn] = {};
+    for (int64_t k = 0; k < K; ++k) {
+      const float wv = decode_element(a.w, e, k, n, DType::f32);
+#pragma unroll
+      for (int j = 0; j < kRowsKn; ++j)
+        if (j < rows) acc[j] += to_f32(a.x[(m0 + j) * K + k]) * wv;
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsKn; ++j)
+      if (j < rows) a.y[(m0 + j) * N + n] = from_f32<T>(acc[j]);
+  }
+}
+
+// out[(e * R + r) * C + c] = W_e storage element (r, c), rounded as the host rounds.
+__global__ void __launch_bounds__(kThreads)
+    generic_dequantize_kernel(WeightDesc w, void* out, DType out_dtype) {
+  __shared__ float row_s[kChunk];
+  const int64_t R = w.storage_rows(), C = w.storage_cols();
+  for (int64_t er = blockIdx.x; er < R * w.batch; er += gridDim.x) {
+    const int64_t e = er / R, r = er % R;
+    for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
+      const int count = static_cast<int>(C - c0 < kChunk ? C - c0 : kChunk);
+      __syncthreads();
+      decode_row_span(w, e, r, c0, count, row_s, out_dtype);
+      __syncthreads();
+      for (int i = threadIdx.x; i < count; i += kThreads)
+        store_f32_as(out, out_dtype, er * C + c0 + i, row_s[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_generic(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx) {
+  const std::string_view op = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, op);
+  const cudaStream_t stream = stream_of(ctx);
+  ExpertFlag flag;
+  if (expert_ids) flag = expert_flag_begin(ctx);
+  dispatch_dtype(x.dtype, [&]<class T>() {
+    GenericArgs<T> a;
+    a.w = make_desc(w);
+    a.x = static_cast<const T*>(x.data);
+    a.y = static_cast<T*>(y.data);
+    a.ids = expert_ids;
+    a.flag = flag.device;
+    a.m = static_cast<int32_t>(x.rows);
+    const bool nk = w.layout == Layout::nk;
+    a.rows = expert_ids ? 1 : (nk ? kRowsPerWarp * kWarps : kRowsKn);
+    const int64_t tiles = (x.rows + a.rows - 1) / a.rows;
+    const dim3 grid(
+        nk ? static_cast<unsigned>(w.n) : static_cast<unsigned>((w.n + kThreads - 1) / kThreads),
+        static_cast<unsigned>(std::min<int64_t>(tiles, kMaxGridY)));
+    if (nk)
+      generic_nk_kernel<T><<<grid, kThreads, 0, stream>>>(a);
+    else
+      generic_kn_kernel<T><<<grid, kThreads, 0, stream>>>(a);
+    QUANTA_CUDA_CHECK_LAUNCH();
+  });
+  if (expert_ids) expert_flag_end(flag, ctx, w.batch, op);
+}
+
+void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
+  require_device_weights(w, "dequantize");
+  require_device_pointer(out.data, "dequantize", "out");
+  const WeightDesc d = make_desc(w);
+  const int64_t rows = d.storage_rows() * d.batch;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20));
+  generic_dequantize_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(d, out.data, out.dtype);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace quanta::cuda

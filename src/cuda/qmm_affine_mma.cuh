@@ -1,0 +1,245 @@
+// qmm_affine_mma: y = x · Wᵀ for affine W [N, K], f16/bf16 activations, larger M (prefill),
+// on mma.sync tensor cores with f32 accumulators.
+//
+//   CTA tile   128 rows of x (m) x 128 rows of W (n), K in stages of 128 codes.
+//   pipeline   3 cp.async stages of [x tile | W code tile]; scales and biases of the next stage
+//              are fetched into registers one stage ahead.
+//   dequant    each stage's codes become a [128 n][128 k] T tile in shared memory (once per
+//              CTA, shared by its 8 warps: 256 threads x 2 chunks of 32 codes, s·q + b rounded
+//              once, written as 16-byte rows in natural k order).
+//   math       8 warps as 2 (m) x 4 (n), 64 x 32 each: per k16 step 4 ldmatrix.x4 for x, 2 for
+//              W, 16 mma.sync m16n8k16. Tiles are [rows][128] with 16-byte chunks XOR-swizzled by
+//              row, so ldmatrix and the copies are conflict-free.
+//   split-K    over gridDim.z when the (m, n) tiles alone would leave multiprocessors idle.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/affine_unpack.cuh"
+#include "cuda/common.cuh"
+#include "cuda/mma.cuh"
+#include "cuda/runtime.cuh"
+#include "cuda/split_k.cuh"
+
+namespace quanta::cuda {
+
+struct MmaArgs {
+  const uint8_t* codes;   // [N][K·bits/8]
+  const uint8_t* scales;  // [N][K/G] of T
+  const uint8_t* biases;
+  const void* x;  // [M][K]
+  void* y;        // [M][N]
+  SplitTile split;
+  int32_t m, n, k, log2_group;
+  int32_t kslice;  // codes of K per split, a multiple of kMmaBK
+};
+
+inline constexpr int kMmaThreads = 256;
+inline constexpr int kMmaBM = 128, kMmaBN = 128, kMmaBK = 128;
+inline constexpr int kMmaStages = 3;
+inline constexpr int kMmaTileBytes = 128 * kMmaBK * 2;  // one [128][128] tile of T
+
+template <int BITS>
+struct MmaGeom {
+  static constexpr int kCodeRow = kMmaBK * BITS / 8;  // bytes of one W row per stage
+  static constexpr int kCodeBytes = kMmaBN * kCodeRow;
+  static constexpr int kStageBytes = kMmaTileBytes + kCodeBytes;
+  static constexpr int kSmemBytes = kMmaStages * kStageBytes + kMmaTileBytes;  // + dequantized W
+};
+
+// Byte offset of 16-byte chunk c of row r in a [128][128] T tile (256-byte rows).
+__device__ __forceinline__ int tile_offset(int r, int c) {
+  return r * 256 + ((c ^ (r & 7)) << 4);
+}
+
+// The pair (of the 16) holding code c, and whether c is its high half.
+template <int BITS>
+__device__ constexpr int pair_of(int c) {
+  for (int i = 0; i < 16; ++i)
+    if (pair_lo<BITS>(i) == c || pair_hi<BITS>(i) == c) return i;
+  return 0;
+}
+
+template <class T, int BITS>
+__global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const MmaArgs a) {
+  using Geo = MmaGeom<BITS>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* wdq = smem + kMmaStages * Geo::kStageBytes;  // [128 n][128 k] dequantized W
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 4, wn = warp % 4;  // warp tile: rows 64·wm.., columns 32·wn..
+  const int n0 = blockIdx.x * kMmaBN, m0 = blockIdx.y * kMmaBM;
+  const int kb = blockIdx.z * a.kslice, ke = min(a.k, kb + a.kslice);
+  const int num_stages = (ke - kb + kMmaBK - 1) / kMmaBK;
+  const int64_t row_bytes = static_cast<int64_t>(a.k) * BITS / 8;
+  const int groups = a.k >> a.log2_group;
+  const T* x = static_cast<const T*>(a.x);
+  const T* sc = reinterpret_cast<const T*>(a.scales);
+  const T* bi = reinterpret_cast<const T*>(a.biases);
+
+  auto load_stage = [&](int st) {
+    uint8_t* base = smem + (st % kMmaStages) * Geo::kStageBytes;
+    const int k0 = kb + st * kMmaBK;
+    // x tile: 128 rows x 16 chunks of 8 activations.
+#pragma unroll
+    for (int i = 0; i < 128 * 16 / kMmaThreads; ++i) {
+      const int u = tid + i * kMmaThreads, r = u / 16, c = u % 16;
+      const bool ok = m0 + r < a.m && k0 + 8 * c < ke;
+      const T* src = ok ? x + static_cast<int64_t>(m0 + r) * a.k + k0 + 8 * c : x;
+      cp_async_16(base + tile_offset(r, c), src, ok);
+    }
+    // W codes: 128 rows x kCodeRow bytes.
+    uint8_t* cb = base + kMmaTileBytes;
+    constexpr int kUnits = Geo::kCodeRow / 16;
+    const int64_t end_byte = static_cast<int64_t>(ke) * BITS / 8;
+#pragma unroll
+    for (int i = 0; i < (128 * kUnits + kMmaThreads - 1) / kMmaThreads; ++i) {
+      const int u = tid + i * kMmaThreads;
+      if (u >= 128 * kUnits) break;
+      const int r = u / kUnits, c = u % kUnits;
+      const int64_t byte = static_cast<int64_t>(k0) * BITS / 8 + 16 * c;
+      const bool ok = n0 + r < a.n && byte < end_byte;
+      const uint8_t* src = ok ? a.codes + static_cast<int64_t>(n0 + r) * row_bytes + byte : a.codes;
+      cp_async_16(cb + r * Geo::kCodeRow + 16 * c, src, ok);
+    }
+  };
+  // This thread dequantizes row dr, codes [64·dh, 64·dh + 64) of each stage: two chunks.
+  const int dr = tid / 2, dh = tid % 2;
+  auto load_scales = [&](int st, T(&s)[2], T(&b)[2]) {
+    const int k0 = kb + st * kMmaBK + 64 * dh;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int kc = k0 + 32 * c;
+      const bool ok = st < num_stages && n0 + dr < a.n && kc < ke;
+      const int64_t si =
+          static_cast<int64_t>(ok ? n0 + dr : 0) * groups + (ok ? kc >> a.log2_group : 0);
+      s[c] = ok ? sc[si] : from_f32<T>(0.0f);
+      b[c] = ok ? bi[si] : from_f32<T>(0.0f);
+    }
+  };
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < kMmaStages - 1; ++st) {
+    if (st < num_stages) load_stage(st);
+    cp_async_commit();
+  }
+  T s_cur[2], b_cur[2], s_next[2], b_next[2];
+  load_scales(0, s_cur, b_cur);
+
+  for (int st = 0; st < num_stages; ++st) {
+    cp_async_wait<kMmaStages - 2>();
+    __syncthreads();  // stage st landed; the previous stage's math is done with wdq
+    if (st + kMmaStages - 1 < num_stages) load_stage(st + kMmaStages - 1);
+    cp_async_commit();
+    load_scales(st + 1, s_next, b_next);
+
+    const uint8_t* base = smem + (st % kMmaStages) * Geo::kStageBytes;
+    {  // dequantize W codes -> wdq, natural k order
+      const uint8_t* cb = base + kMmaTileBytes + dr * Geo::kCodeRow + 8 * BITS * dh;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        uint32_t w[BITS];
+#pragma unroll
+        for (int i = 0; i < BITS; ++i)
+          w[i] = reinterpret_cast<const uint32_t*>(cb + 4 * BITS * c)[i];
+        uint32_t ap[16];
+        dequant_chunk<T, BITS>(w, s_cur[c], b_cur[c], ap);
+        uint32_t nat[16];  // nat[j] = (code 2j, code 2j + 1)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int p0 = pair_of<BITS>(2 * j), p1 = pair_of<BITS>(2 * j + 1);
+          const uint32_t h0 = pair_hi<BITS>(p0) == 2 * j, h1 = pair_hi<BITS>(p1) == 2 * j + 1;
+          nat[j] = __byte_perm(ap[p0], ap[p1], (h0 ? 0x0032 : 0x0010) | (h1 ? 0x7600 : 0x5400));
+        }
+#pragma unroll
+        for (int q4 = 0; q4 < 4; ++q4)
+          *reinterpret_cast<uint4*>(wdq + tile_offset(dr, 8 * dh + 4 * c + q4)) =
+              make_uint4(nat[4 * q4], nat[4 * q4 + 1], nat[4 * q4 + 2], nat[4 * q4 + 3]);
+      }
+    }
+    __syncthreads();
+    const uint8_t* xt = base;
+#pragma unroll
+    for (int kk = 0; kk < kMmaBK / 16; ++kk) {
+      uint32_t af[4][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 64 * wm + 16 * i + (lane % 8) + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(af[i], xt + tile_offset(r, 2 * kk + lane / 16));
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j += 2) {
+        const int r = 32 * wn + 8 * (j + lane / 16) + (lane % 8);
+        uint32_t t4[4];
+        ldmatrix_x4(t4, wdq + tile_offset(r, 2 * kk + (lane / 8) % 2));
+        bf[j][0] = t4[0];
+        bf[j][1] = t4[1];
+        bf[j + 1][0] = t4[2];
+        bf[j + 1][1] = t4[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j]);
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      s_cur[c] = s_next[c];
+      b_cur[c] = b_next[c];
+    }
+  }
+  cp_async_wait<0>();
+
+  // acc[i][j][c]: row m = m0 + 64·wm + 16·i + g + 8·(c/2), column n = n0 + 32·wn + 8·j + 2q + c%2.
+  const int g = lane / 4, q = lane % 4;
+  T* y = static_cast<T*>(a.y);
+  float* part = a.split.partials + static_cast<int64_t>(blockIdx.z) * a.m * a.n;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + 64 * wm + 16 * i + g + 8 * h, n = n0 + 32 * wn + 8 * j + 2 * q;
+        if (m >= a.m || n >= a.n) continue;
+        const int64_t idx = static_cast<int64_t>(m) * a.n + n;
+        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if (a.split.splits == 1) {
+          y[idx] = from_f32<T>(v0);
+          if (n + 1 < a.n) y[idx + 1] = from_f32<T>(v1);
+        } else {
+          __stcg(part + idx, v0);
+          if (n + 1 < a.n) __stcg(part + idx + 1, v1);
+        }
+      }
+  if (a.split.splits > 1)
+    split_finish<T>(a.split, blockIdx.y * gridDim.x + blockIdx.x, m0, min(a.m, m0 + kMmaBM), n0,
+                    kMmaBN, y);
+}
+
+template <class T, int BITS>
+void launch_qmm_affine_mma(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = MmaGeom<BITS>::kSmemBytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      qmm_affine_mma_kernel<T, BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  QUANTA_CUDA_CHECK(attr);
+  qmm_affine_mma_kernel<T, BITS><<<grid, kMmaThreads, kSmem, stream>>>(a);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+#define QUANTA_MMA_ONE(EXTERN, T, BITS) \
+  EXTERN template void launch_qmm_affine_mma<T, BITS>(const MmaArgs&, dim3, cudaStream_t);
+#define QUANTA_MMA_WIDTH(EXTERN, BITS) \
+  QUANTA_MMA_ONE(EXTERN, __half, BITS) \
+  QUANTA_MMA_ONE(EXTERN, __nv_bfloat16, BITS)
+
+}  // namespace quanta::cuda

@@ -1,0 +1,44 @@
+// Split-K finish, shared by the kernels that split the reduction over CTAs. Each CTA stores its
+// f32 partial y tile into partials[split][m][n]; the last CTA of an output tile (counted with
+// an atomic on counters[tile]) sums the partials of every split in split order (so the result
+// does not depend on which CTA finished last), writes y and resets its counter to zero for the
+// next launch on the stream.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common.cuh"
+
+namespace quanta::cuda {
+
+struct SplitTile {
+  float* partials;     // [splits][M][N]
+  uint32_t* counters;  // one per output tile
+  int32_t splits, m, n;
+};
+
+// Call with every thread of the CTA after this CTA's partials are stored. Columns
+// [n0, n0 + cols) of rows [m0, m1) form this CTA's tile.
+template <class T>
+__device__ __forceinline__ void split_finish(const SplitTile& s, int tile, int m0, int m1, int n0,
+                                             int cols, T* y) {
+  __shared__ int is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    is_last = atomicAdd(&s.counters[tile], 1u) == static_cast<uint32_t>(s.splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  cols = min(cols, s.n - n0);
+  for (int i = threadIdx.x; i < (m1 - m0) * cols; i += blockDim.x) {
+    const int m = m0 + i / cols, n = n0 + i % cols;
+    float sum = 0.0f;
+    for (int k = 0; k < s.splits; ++k)
+      sum += __ldcg(s.partials + (static_cast<int64_t>(k) * s.m + m) * s.n + n);
+    y[static_cast<int64_t>(m) * s.n + n] = from_f32<T>(sum);
+  }
+  if (threadIdx.x == 0) s.counters[tile] = 0;
+}
+
+}  // namespace quanta::cuda

@@ -1,0 +1,22 @@
+// Per-stream scratch memory owned by the backend: split-K partial sums and arrival counters,
+// and the bad-expert-id flag. Allocated on first use and grown on demand (never while the
+// stream is being captured into a graph: warm up before capturing).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace quanta::cuda {
+
+enum class Scratch : int {
+  split_partials = 0,  // f32 partial sums of split-K kernels
+  split_counters = 1,  // one u32 per output tile; kernels leave them zero again
+  expert_flag = 2,     // one int set by gather kernels on an out-of-range id
+};
+
+// At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers
+// keep any invariant they need afterwards. Throws quanta::Error on growth during capture.
+void* stream_scratch(cudaStream_t stream, Scratch slot, std::size_t bytes);
+
+}  // namespace quanta::cuda

@@ -1,0 +1,119 @@
+// The affine CUDA families against the fp64 oracle: every bits x group x dtype the kernel
+// serves, M in {1, 2, 3, 4, 7, 8, 16, 31, 32, 64, 257}, ragged N and K, split-K shapes, both
+// layouts; outputs poisoned first. Plus the selector's choice run end to end.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "gpu/gpu_util.hpp"
+
+namespace quanta {
+namespace {
+
+using gpu_test::DeviceDense;
+using gpu_test::host_weights;
+
+struct Case {
+  int bits, group;
+};
+
+std::vector<Case> affine_cases() {
+  std::vector<Case> v;
+  for (int b : detail::kAffineBits)
+    for (int g : detail::kAffineGroups) v.push_back({b, g});
+  return v;
+}
+
+class CudaAffine : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Runs `kernel` (or the selector, "auto") and checks against the oracle. Returns y's bytes.
+std::vector<unsigned char> run_check(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                                     int64_t m, std::string_view kernel, uint32_t seed) {
+  DeviceDense x(test::random_dense(t, m, hw.k, seed, 1.0f, false));
+  DeviceDense y(t, m, hw.n);
+  y.poison();
+  Context ctx;
+  ctx.kernel = kernel;
+  matmul(x.view(), w, y.mut(), ctx);
+  y.download();
+  const auto c = ref::compare(y.host.view(), ref::matmul(x.host.view(), hw), t);
+  EXPECT_TRUE(c.pass) << kernel << " " << gpu_test::describe(hw, t, m) << " rel_l2=" << c.rel_l2
+                      << " nonfinite=" << c.nonfinite;
+  return y.host.bytes;
+}
+
+TEST_P(CudaAffine, TensorCoreKernelEveryM) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 40, 256, Layout::nk, 3);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {1, 2, 3, 4, 7, 8, 9, 16, 17, 31, 32})
+      run_check(hw, w, t, m, "qmm_affine_tc", static_cast<uint32_t>(m));
+    if (!(bits == 8 && t == DType::bf16)) run_check(hw, w, t, 1, "qmv_affine_tc", 1);
+  }
+}
+
+// Split-K (several CTAs per row tile, the last one sums), ragged N, a K tail inside a stage.
+TEST_P(CudaAffine, TensorCoreKernelSplitK) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const int64_t k = 4096 + 256 + (group == 128 ? 256 : 128);  // not a multiple of 512
+    const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 264, k, Layout::nk, 4);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {1, 5, 20}) {
+      const auto a = run_check(hw, w, t, m, "qmm_affine_tc", 7);
+      const auto b = run_check(hw, w, t, m, "qmm_affine_tc", 7);
+      EXPECT_EQ(a, b) << "split-K result changed between runs (bits " << bits << ", M " << m << ")";
+    }
+    if (bits == 8 && t == DType::bf16) continue;  // qmv_affine_tc declines it (7-bit mantissa)
+    const auto a = run_check(hw, w, t, 1, "qmv_affine_tc", 8);
+    const auto b = run_check(hw, w, t, 1, "qmv_affine_tc", 8);
+    EXPECT_EQ(a, b) << "qmv_affine_tc result changed between runs (bits " << bits << ")";
+  }
+}
+
+TEST_P(CudaAffine, F32Kernel) {
+  const auto [bits, group] = GetParam();
+  const QuantizedMatrix hw =
+      host_weights(Format::affine(bits, group), DType::f32, 36, 384, Layout::nk, 5);
+  const QuantizedMatrix w = to_device(hw);
+  for (int64_t m : {1, 2, 3, 5, 8}) run_check(hw, w, DType::f32, m, "qmv_affine_f32", 3);
+}
+
+TEST_P(CudaAffine, QvmKernel) {
+  const auto [bits, group] = GetParam();
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 96, 512, Layout::kn, 6);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {1, 2, 3, 8}) run_check(hw, w, t, m, "qvm_affine", 9);
+  }
+  // Split over K and more than one column tile.
+  const QuantizedMatrix hw =
+      host_weights(Format::affine(bits, group), DType::bf16, 1056, 2048, Layout::kn, 7);
+  const QuantizedMatrix w = to_device(hw);
+  run_check(hw, w, DType::bf16, 1, "qvm_affine", 1);
+}
+
+// Whatever the selector picks, over the M sweep (bits 4 and one odd width run every M).
+TEST_P(CudaAffine, AutoSelectionEveryM) {
+  const auto [bits, group] = GetParam();
+  if (group != 64) GTEST_SKIP() << "group 64 covers the routing";
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 72, 512, Layout::nk, 8);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {1, 2, 3, 4, 7, 8, 16, 31, 32, 33, 64, 257})
+      run_check(hw, w, t, m, "auto", static_cast<uint32_t>(m + 100));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaAffine, ::testing::ValuesIn(affine_cases()), [](const auto& p) {
+  return "b" + std::to_string(p.param.bits) + "_g" + std::to_string(p.param.group);
+});
+
+}  // namespace
+}  // namespace quanta

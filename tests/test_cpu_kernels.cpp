@@ -1,0 +1,302 @@
+// The SIMD CPU engine against the fp64 oracle: every format and layout, every ISA level this
+// machine runs (each forced in turn), the fused GEMV and the tiled path, M in {1, 2, 3, 8, 33},
+// ragged N, outputs poisoned with NaN first. Timing lives in bench/cpu_probe, not here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/isa.hpp"
+#include "quanta/error.hpp"
+#include "quanta/numeric.hpp"
+#include "quanta/ops.hpp"
+#include "quanta/reference.hpp"
+#include "test_util.hpp"
+
+namespace quanta {
+namespace {
+
+using cpu::Isa;
+
+struct Case {
+  Format format;
+  Layout layout = Layout::nk;
+  bool global = false;  // nvfp4 with a tensor scale
+  std::string name() const {
+    std::string s = format.name() + (layout == Layout::kn ? "_kn" : "_nk");
+    if (global) s += "_global";
+    for (char& c : s)
+      if (c == '-') c = '_';
+    return s;
+  }
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (const Format& f : all_formats()) {
+    v.push_back({f, Layout::nk});
+    if (f.info().kn_layout) v.push_back({f, Layout::kn});
+  }
+  v.push_back({Format::nvfp4(), Layout::nk, true});
+  v.push_back({Format::nvfp4(), Layout::kn, true});
+  return v;
+}
+
+// A matrix of the case's format with N output features and K inputs: quantized from random
+// weights where quanta can encode, random valid blocks for the decode-only K-quants.
+QuantizedMatrix make_weights(const Case& c, int64_t n, int64_t k, DType dtype, uint32_t seed) {
+  const SchemeInfo& info = c.format.info();
+  if (!info.encode) {
+    QuantizedMatrix w = QuantizedMatrix::allocate_host(c.format, n, k);
+    std::mt19937 rng(seed);
+    auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+    const std::size_t bytes = w.footprint().code_bytes;
+    for (std::size_t i = 0; i < bytes; ++i) codes[i] = static_cast<uint8_t>(rng());
+    // Finite, moderate f16 super-block scales (d, dmin) in every block.
+    std::uniform_real_distribution<float> ds(0.002f, 0.02f);
+    const int bb = info.block_bytes;
+    for (std::size_t b = 0; b < bytes / static_cast<std::size_t>(bb); ++b) {
+      uint8_t* blk = codes + b * static_cast<std::size_t>(bb);
+      auto put = [&](int at) {
+        const uint16_t h = f32_to_f16_bits(ds(rng));
+        std::memcpy(blk + at, &h, 2);
+      };
+      switch (c.format.scheme) {
+        case Scheme::q2_K:
+          put(80), put(82);
+          break;
+        case Scheme::q3_K:
+          put(108);
+          break;
+        case Scheme::q4_K:
+        case Scheme::q5_K:
+          put(0), put(2);
+          break;
+        case Scheme::q6_K:
+          put(208);
+          break;
+        default:
+          break;
+      }
+    }
+    return w;
+  }
+  const bool nk = c.layout == Layout::nk;
+  const test::Dense dense =
+      test::random_dense(dtype, nk ? n : k, nk ? k : n, seed, 1.0f, /*row_scales=*/true);
+  QuantizeOptions opts;
+  opts.layout = c.layout;
+  if (c.global) {
+    float amax = 0;
+    for (int64_t i = 0; i < dense.rows * dense.cols; ++i) amax = std::fmax(amax, std::fabs(dense.at(i)));
+    opts.nvfp4_tensor_amax = amax;
+  }
+  return quantize(dense.view(), c.format, opts);
+}
+
+// Checks one run of `kernel` against the oracle; y is poisoned first.
+void check(const Case& c, const QuantizedMatrix& w, const test::Dense& x, std::string_view kernel,
+           int threads = 0) {
+  test::Dense y(x.dtype, x.rows, w.n);
+  y.poison();
+  Context ctx;
+  ctx.kernel = kernel;
+  ctx.threads = threads;
+  matmul(x.view(), w, y.mut(), ctx);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  const ref::Comparison cmp = ref::compare(y.view(), want, x.dtype);
+  EXPECT_TRUE(cmp.pass) << c.name() << " " << kernel << " M=" << x.rows << " N=" << w.n
+                        << " K=" << w.k << " " << dtype_name(x.dtype) << ": rel_l2 " << cmp.rel_l2
+                        << " (bound " << rel_l2_bound(x.dtype) << "), non-finite "
+                        << cmp.nonfinite << ", max_abs " << cmp.max_abs;
+}
+
+std::vector<Isa> machine_isas() {
+  std::vector<Isa> v;
+  for (Isa i : cpu::kAllIsas)
+    if (cpu::isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+std::string kernel_name(std::string_view path, Isa isa) {
+  return std::string(path) + "_" + std::string(cpu::isa_name(isa));
+}
+
+// Shapes: K crosses the tiled path's 512-element K block and is a multiple of every group;
+// fp8 takes any K, so a ragged one. N is ragged for nk; kn needs N * bits % 32 == 0.
+int64_t k_of(const Case& c) {
+  if (c.format.info().family == Family::fp8) return 777;
+  return c.format.info().family == Family::gguf ? 768 : 640;
+}
+int64_t n_of(const Case& c) {
+  if (c.layout == Layout::nk) return 37;
+  switch (c.format.bits) {  // not a whole number of vectors where the layout allows
+    case 4:
+      return 40;
+    case 8:
+      return 36;
+    case 2:
+    case 6:
+      return 80;
+    default:
+      return 96;  // 3 and 5 bits need N % 32 == 0
+  }
+}
+
+class CpuKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
+  const Case& c = GetParam();
+  const int64_t N = n_of(c), K = k_of(c);
+  const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 7);
+  for (Isa isa : machine_isas()) {
+    const cpu::ScopedIsa scoped(isa);
+    for (int64_t m : {1, 2, 3, 8, 33}) {
+      const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
+      if (m == 1) check(c, w, x, kernel_name("qmv_fused", isa));
+      check(c, w, x, kernel_name("qmm_tiled", isa));
+    }
+    // The automatic choice under this cap is this level's kernel.
+    const test::Dense x1 = test::random_dense(DType::f32, 1, K, 5);
+    check(c, w, x1, "auto");
+  }
+}
+
+// 16-bit activations (affine scales then share that dtype) on the best level and the
+// portable one.
+TEST_P(CpuKernels, HalfActivations) {
+  const Case& c = GetParam();
+  const int64_t N = n_of(c), K = k_of(c);
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix w = make_weights(c, N, K, t, 11);
+    for (Isa isa : {cpu::best_isa(), Isa::scalar}) {
+      const cpu::ScopedIsa scoped(isa);
+      for (int64_t m : {1, 3}) {
+        const test::Dense x = test::random_dense(t, m, K, 200 + static_cast<uint32_t>(m));
+        check(c, w, x, m == 1 ? kernel_name("qmv_fused", isa) : kernel_name("qmm_tiled", isa));
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, CpuKernels, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name(); });
+
+// Shapes that stress the edges: one row, N below a vector, K of a single group, rows whose
+// vector loads reach the end of the buffer (the padded tail copy), many threads on few rows.
+TEST(CpuKernelsEdges, TinyAndOddShapes) {
+  const Case cases[] = {{Format::affine(4, 32)}, {Format::affine(3, 128)},
+                        {Format::nvfp4(), Layout::nk, true}, {Format::fp8_e5m2()},
+                        {Format::gguf(Scheme::q4_0)}, {Format::gguf(Scheme::q6_K)}};
+  for (const Case& c : cases) {
+    const SchemeInfo& info = c.format.info();
+    const int64_t K = info.family == Family::fp8 ? 5 : std::max(c.format.group_size, 16);
+    for (int64_t N : {1, 3, 17}) {
+      const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 3);
+      for (Isa isa : machine_isas()) {
+        const cpu::ScopedIsa scoped(isa);
+        for (int64_t m : {1, 2, 7}) {
+          const test::Dense x = test::random_dense(DType::f32, m, K, 9);
+          for (int threads : {1, 8}) {
+            if (m == 1) check(c, w, x, kernel_name("qmv_fused", isa), threads);
+            check(c, w, x, kernel_name("qmm_tiled", isa), threads);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A large enough problem that every worker gets several tasks; thread counts must agree.
+TEST(CpuKernelsEdges, ThreadCountsAgree) {
+  const Case c{Format::affine(4, 64)};
+  const int64_t N = 1000, K = 1024;
+  const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 21);
+  for (int64_t m : {1, 5}) {
+    const test::Dense x = test::random_dense(DType::f32, m, K, 22);
+    std::vector<std::vector<unsigned char>> outs;
+    for (int threads : {1, 2, 0, 3}) {
+      check(c, w, x, "auto", threads);
+      test::Dense y(DType::f32, m, N);
+      Context ctx;
+      ctx.threads = threads;
+      matmul(x.view(), w, y.mut(), ctx);
+      outs.push_back(y.bytes);
+    }
+    // Each output row's sum runs in the same order whatever the split over N.
+    for (const auto& o : outs) EXPECT_EQ(o, outs.front()) << "M=" << m;
+  }
+}
+
+// E4M3 NaN codes (0x7f/0xff) are NaN, not 480: the rows that hold one come out NaN.
+TEST(CpuKernelsEdges, E4M3NanCodesPropagate) {
+  for (const Format& f : {Format::mxfp8(), Format::fp8_e4m3()}) {
+    const Case c{f};
+    const int64_t N = 8, K = 64;
+    QuantizedMatrix w = make_weights(c, N, K, DType::f32, 5);
+    auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+    codes[2 * K + 17] = 0x7f;  // row 2
+    codes[5 * K + 40] = 0xff;  // row 5
+    for (Isa isa : machine_isas()) {
+      const cpu::ScopedIsa scoped(isa);
+      for (int64_t m : {1, 4}) {
+        const test::Dense x = test::random_dense(DType::f32, m, K, 6);
+        for (std::string_view path : {"qmv_fused", "qmm_tiled"}) {
+          if (m > 1 && path == "qmv_fused") continue;
+          test::Dense y(DType::f32, m, N);
+          Context ctx;
+          const std::string name = kernel_name(path, isa);
+          ctx.kernel = name;
+          matmul(x.view(), w, y.mut(), ctx);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t n = 0; n < N; ++n)
+              EXPECT_EQ(std::isnan(y.at(i * N + n)), n == 2 || n == 5)
+                  << f.name() << " " << name << " row " << i << " col " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuKernelsEdges, GatherMatmulMatchesOracle) {
+  const Case cases[] = {{Format::affine(4, 64)}, {Format::mxfp4(), Layout::kn},
+                        {Format::gguf(Scheme::q4_K)}};
+  for (const Case& c : cases) {
+    const int64_t E = 3, N = 40, K = 512;
+    // A stack of three experts: quantize each and copy into one allocation.
+    QuantizedMatrix stack =
+        QuantizedMatrix::allocate_host(c.format, N, K, DType::f32, c.layout, E);
+    const Footprint fp = stack.footprint();
+    for (int64_t e = 0; e < E; ++e) {
+      const QuantizedMatrix one = make_weights(c, N, K, DType::f32, 30 + static_cast<uint32_t>(e));
+      const QuantizedMatrix dst = stack.expert(e);
+      std::memcpy(dst.codes, one.codes, fp.code_bytes);
+      if (fp.scale_bytes) std::memcpy(dst.scales, one.scales, fp.scale_bytes);
+      if (fp.bias_bytes) std::memcpy(dst.biases, one.biases, fp.bias_bytes);
+    }
+    for (Isa isa : machine_isas()) {
+      const cpu::ScopedIsa scoped(isa);
+      for (int64_t m : {1, 7}) {
+        const test::Dense x = test::random_dense(DType::f32, m, K, 40);
+        std::vector<int32_t> ids(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 2) % E);
+        test::Dense y(DType::f32, m, N);
+        y.poison();
+        Context ctx;
+        const std::string name = kernel_name("gather_qmm", isa);
+        ctx.kernel = name;
+        gather_matmul(x.view(), stack, ids.data(), y.mut(), ctx);
+        const auto want = ref::gather_matmul(x.view(), stack, ids);
+        const auto cmp = ref::compare(y.view(), want, DType::f32);
+        EXPECT_TRUE(cmp.pass) << c.name() << " " << name << " M=" << m << " rel_l2 " << cmp.rel_l2;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quanta

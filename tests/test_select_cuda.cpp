@@ -1,0 +1,126 @@
+// The CUDA kernel table as host data: which kernel the selector picks for each (format, dtype,
+// layout, M, N, K, compute capability), and that every valid shape has a correct fallback.
+// Needs no GPU (Problem carries the compute capability); skips in a build without CUDA.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/kernel.hpp"
+#include "quanta/error.hpp"
+
+namespace quanta {
+namespace {
+
+class SelectCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::kernels().empty()) GTEST_SKIP() << "this build has no CUDA kernel table";
+  }
+};
+
+Problem affine_problem(int64_t m, DType t = DType::bf16, int bits = 4, int group = 64,
+                       int64_t n = 14336, int64_t k = 5120, Layout layout = Layout::nk,
+                       int cc = 90) {
+  Problem p;
+  p.op = Op::matmul;
+  p.format = Format::affine(bits, group);
+  p.layout = layout;
+  p.dtype = t;
+  p.device = Location::device;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.compute_capability = cc;
+  return p;
+}
+
+std::string pick(const Problem& p) {
+  return std::string(select_kernel(p, "auto").name);
+}
+
+TEST_F(SelectCuda, AffineHalfActivationsByM) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    EXPECT_EQ(pick(affine_problem(1, t)), "qmv_affine_tc");
+    for (int64_t m : {2, 3, 4, 16, 32})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
+    for (int64_t m : {33, 257, 4096})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_mma") << "M=" << m;
+  }
+}
+
+TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
+  for (int b : detail::kAffineBits)
+    for (int g : detail::kAffineGroups) {
+      EXPECT_EQ(pick(affine_problem(1, DType::f16, b, g)), "qmv_affine_tc") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g)),
+                b == 8 ? "qmm_affine_tc" : "qmv_affine_tc")
+          << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)), "qmm_affine_tc") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(1, DType::f32, b, g)), "qmv_affine_f32") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g, 14336, 5120, Layout::kn)), "qvm_affine")
+          << b << " " << g;
+    }
+}
+
+TEST_F(SelectCuda, F32ActivationsByM) {
+  for (int64_t m : {1, 2, 3, 4, 8})
+    EXPECT_EQ(pick(affine_problem(m, DType::f32)), "qmv_affine_f32") << "M=" << m;
+  for (int64_t m : {16, 32, 33, 257, 4096})
+    EXPECT_EQ(pick(affine_problem(m, DType::f32)), "matmul_generic") << "M=" << m;
+}
+
+TEST_F(SelectCuda, RaggedShapesFallBack) {
+  // An odd number of groups per row: the tensor-core kernel declines (4-byte scale copies).
+  EXPECT_EQ(pick(affine_problem(1, DType::f16, 4, 32, 4096, 4128)), "matmul_generic");
+  // Code rows that are not whole 16-byte units (3 bits x 4128).
+  EXPECT_EQ(pick(affine_problem(1, DType::f16, 3, 32, 4096, 4128)), "matmul_generic");
+  EXPECT_EQ(pick(affine_problem(257, DType::f16, 3, 32, 4096, 4128)), "matmul_generic");
+  // The shared-memory MMA kernel reads scales per chunk and takes odd group counts.
+  EXPECT_EQ(pick(affine_problem(257, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_mma");
+  // Odd M and N are fine for the fast paths.
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
+  EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_mma");
+  // [K, N] with N not a multiple of 32.
+  EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn)), "matmul_generic");
+  EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 64, 512, Layout::kn)), "matmul_generic");
+  // Before sm_80 there is no bf16 mma.sync.
+  EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 4096, 4096, Layout::nk, 75)),
+            "matmul_generic");
+}
+
+TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
+  for (const Format& f : all_formats())
+    for (DType t : kAllDTypes)
+      for (int64_t m : {1, 3, 33, 257}) {
+        Problem p = affine_problem(m, t);
+        p.format = f;
+        p.k = 1024;
+        EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
+        if (f.scheme != Scheme::affine) {
+          EXPECT_EQ(pick(p), "matmul_generic") << f.name();
+        }
+        p.op = Op::gather_matmul;
+        EXPECT_EQ(pick(p), "gather_matmul_generic") << f.name();
+        p.op = Op::dequantize;
+        p.m = 0;
+        EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine" : "dequantize_generic")
+            << f.name();
+      }
+}
+
+TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {
+  try {
+    select_kernel(affine_problem(64), "qmm_affine_tc");
+    ADD_FAILURE() << "M = 64 must be refused";
+  } catch (const NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("qmm_affine_tc: M = 64 is outside [1, 32]"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string why = explain(affine_problem(1, DType::f32));
+  EXPECT_NE(why.find("qmm_affine_tc"), std::string::npos);
+  EXPECT_NE(why.find("needs f16 or bf16 activations"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace quanta
