@@ -52,8 +52,9 @@ struct Chunk {
   }
 };
 
-// The scales (and biases) of groups [ga, gb) of storage row `row`, fetched ahead: they are
-// short bursts between long runs of codes, which the hardware prefetchers do not run ahead of.
+// The scales (and biases) of groups [ga, gb) of storage row `row`, fetched ahead (a block of
+// groups at a time, spread along the row): they are short bursts between long runs of codes,
+// which the hardware prefetchers do not run ahead of.
 inline constexpr int kScaleRowsAhead = 2;
 template <Sc kSc>
 inline void prefetch_scales(const WeightPlan& w, int64_t row, int64_t ga, int64_t gb) {
@@ -117,9 +118,9 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
     const uint8_t* row = row_ptr(w, n);
     F acc = V::zero(), acc2 = V::zero(), bacc = V::zero();
     uint32_t nan = 0;
-    if (n + kScaleRowsAhead < w.n) prefetch_scales<kSc>(w, n + kScaleRowsAhead, ga, gb);
     for (int64_t g0 = ga; g0 < gb; g0 += kGroupBlock) {
       const int cnt = static_cast<int>(imin(kGroupBlock, gb - g0));
+      if (n + kScaleRowsAhead < w.n) prefetch_scales<kSc>(w, n + kScaleRowsAhead, g0, g0 + cnt);
       group_scales<kSc>(w, n, g0, cnt, sc);
       sc[cnt] = sc[cnt + 1] = sc[cnt + 2] = 0.0f;  // chunks may run past an odd last group
       if constexpr (kSc == Sc::affine) bacc = V::add(bacc, bias_dot(w, n, g0, cnt, xs + g0));
@@ -152,15 +153,11 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
           const uint8_t* gp = p + g * kGroupBytes;
           const float* gx = x + g * G;
           F q0, q1;
-#ifndef PF_PER_LINE
           prefetch_stream(gp);
-#endif
           C::load(gp, 0, q0, q1, nan);
           F d0 = V::mul(V::load(gx), q0), d1 = V::mul(V::load(gx + W), q1);
           for (int64_t c = 1; c < G / (2 * W); ++c) {
-#ifndef PF_PER_LINE
             prefetch_stream(gp + c * W * B / 4);
-#endif
             C::load(gp, c, q0, q1, nan);
             d0 = V::fma(V::load(gx + c * 2 * W), q0, d0);
             d1 = V::fma(V::load(gx + c * 2 * W + W), q1, d1);
@@ -169,9 +166,6 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
         };
         int g = 0;
         for (; g + 2 <= cnt; g += 2) {
-#ifdef PF_PER_LINE
-          for (int64_t b = 0; b < 2 * kGroupBytes; b += 64) prefetch_stream(p + g * kGroupBytes + b);
-#endif
           group(g, acc);
           group(g + 1, acc2);
         }
