@@ -39,45 +39,55 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t magic_reg) {
   return d;
 }
 
+// Pair i of a chunk: magic | q_lo | (q_hi << 16), reading as (offset + q_lo, offset + q_hi).
+template <int BITS>
+__device__ __forceinline__ uint32_t unpack_pair(const uint32_t (&w)[BITS], int i,
+                                                uint32_t magic_reg) {
+  constexpr uint32_t kMask = (1u << BITS) - 1u;
+  constexpr uint32_t kMask2 = kMask | (kMask << 16);
+  if constexpr (BITS == 4) {
+    return and_or<kMask2>(w[i / 4] >> (4 * (i % 4)), magic_reg);  // nibbles c, c+4 of a word
+  } else if constexpr (BITS == 2) {
+    return and_or<kMask2>(w[i / 8] >> (2 * (i % 8)), magic_reg);  // crumbs c, c+8 of a word
+  } else if constexpr (BITS == 8) {
+    // bytes c and c+2 under 0x64: PRMT picks (byte, 0x64, byte, 0x64).
+    return __byte_perm(w[i / 2], 0x64646464u, (i % 2) ? 0x4341 : 0x4240);
+  } else if constexpr (BITS == 3 || BITS == 6) {
+    // Codes lo and hi = lo + 24 bits sit at the same bit offset s inside bytes b..b+1 and
+    // b+3..b+4: one byte permute brings both pairs of bytes together, one shift aligns them.
+    constexpr int kStride = BITS == 3 ? 8 : 4;  // codes per 24 bits
+    static_assert(kStride * BITS == 24);
+    const int lo = pair_lo<BITS>(i);
+    const int bit = lo * BITS, byte = bit / 8, s = bit % 8;
+    const int wi = byte / 4, bo = byte % 4;
+    const int wj = wi + 1 < BITS ? wi + 1 : BITS - 1;  // never needed past the chunk
+    const uint32_t sel = static_cast<uint32_t>(bo | (bo + 1) << 4 | (bo + 3) << 8 | (bo + 4) << 12);
+    return and_or<kMask2>(__byte_perm(w[wi], w[wj], sel) >> s, magic_reg);
+  } else {
+    static_assert(BITS == 5, "affine widths are 2, 3, 4, 5, 6, 8");
+    // lo and hi = lo + 40 bits: two funnel shifts put lo at bit 0 and hi at bit 16.
+    const int lo = pair_lo<BITS>(i);
+    const int b0 = lo * 5, b1 = lo * 5 + 40 - 16;
+    const int w0 = b0 / 32, w1 = b1 / 32;
+    const uint32_t t0 = __funnelshift_r(w[w0], w[w0 + 1 < 5 ? w0 + 1 : 4], b0 % 32);
+    const uint32_t t1 = __funnelshift_r(w[w1], w[w1 + 1 < 5 ? w1 + 1 : 4], b1 % 32);
+    return and_or<kMask2>(__byte_perm(t0, t1, 0x7610), magic_reg);
+  }
+}
+
+// The magic number in a register (see and_or).
+__device__ __forceinline__ uint32_t magic_register(uint32_t magic) {
+  uint32_t r;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(magic));
+  return r;
+}
+
 template <int BITS>
 __device__ __forceinline__ void unpack_chunk(const uint32_t (&w)[BITS], uint32_t (&p)[16],
                                              uint32_t magic) {
-  constexpr uint32_t kMask = (1u << BITS) - 1u;
-  constexpr uint32_t kMask2 = kMask | (kMask << 16);
-  uint32_t magic_reg;
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(magic_reg) : "r"(magic));
+  const uint32_t magic_reg = magic_register(magic);
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    if constexpr (BITS == 4) {
-      p[i] = and_or<kMask2>(w[i / 4] >> (4 * (i % 4)), magic_reg);  // nibbles c, c+4 of a word
-    } else if constexpr (BITS == 2) {
-      p[i] = and_or<kMask2>(w[i / 8] >> (2 * (i % 8)), magic_reg);  // crumbs c, c+8 of a word
-    } else if constexpr (BITS == 8) {
-      // bytes c and c+2 under 0x64: PRMT picks (byte, 0x64, byte, 0x64).
-      p[i] = __byte_perm(w[i / 2], 0x64646464u, (i % 2) ? 0x4341 : 0x4240);
-    } else if constexpr (BITS == 3 || BITS == 6) {
-      // Codes lo and hi = lo + 24 bits sit at the same bit offset s inside bytes b..b+1 and
-      // b+3..b+4: one byte permute brings both pairs of bytes together, one shift aligns them.
-      constexpr int kStride = BITS == 3 ? 8 : 4;  // codes per 24 bits
-      static_assert(kStride * BITS == 24);
-      const int lo = pair_lo<BITS>(i);
-      const int bit = lo * BITS, byte = bit / 8, s = bit % 8;
-      const int wi = byte / 4, bo = byte % 4;
-      const int wj = wi + 1 < BITS ? wi + 1 : BITS - 1;  // never needed past the chunk
-      const uint32_t sel =
-          static_cast<uint32_t>(bo | (bo + 1) << 4 | (bo + 3) << 8 | (bo + 4) << 12);
-      p[i] = and_or<kMask2>(__byte_perm(w[wi], w[wj], sel) >> s, magic_reg);
-    } else {
-      static_assert(BITS == 5, "affine widths are 2, 3, 4, 5, 6, 8");
-      // lo and hi = lo + 40 bits: two funnel shifts put lo at bit 0 and hi at bit 16.
-      const int lo = pair_lo<BITS>(i);
-      const int b0 = lo * 5, b1 = lo * 5 + 40 - 16;
-      const int w0 = b0 / 32, w1 = b1 / 32;
-      const uint32_t t0 = __funnelshift_r(w[w0], w[w0 + 1 < 5 ? w0 + 1 : 4], b0 % 32);
-      const uint32_t t1 = __funnelshift_r(w[w1], w[w1 + 1 < 5 ? w1 + 1 : 4], b1 % 32);
-      p[i] = and_or<kMask2>(__byte_perm(t0, t1, 0x7610), magic_reg);
-    }
-  }
+  for (int i = 0; i < 16; ++i) p[i] = unpack_pair<BITS>(w, i, magic_reg);
 }
 
 // A chunk's 4·BITS bytes from shared memory, with the widest loads its alignment allows.

@@ -27,6 +27,12 @@ std::string qmv_affine_tc_supports(const Problem& p);
 void qmv_affine_tc(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmv_affine_rd.cu: affine nk, f16/bf16, M = 1; codes streamed straight into registers and
+// fed to mma.sync under a magic number, groups as mma columns, scales per group in f32.
+std::string qmv_affine_rd_supports(const Problem& p);
+void qmv_affine_rd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
 // qmm_affine_mma.cu: affine nk, f16/bf16, larger M; tiles dequantized into shared memory,
 // ldmatrix + mma.sync, multi-stage cp.async pipeline.
 std::string qmm_affine_mma_supports(const Problem& p);

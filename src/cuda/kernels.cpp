@@ -12,6 +12,7 @@ constexpr int64_t kAnyM = std::numeric_limits<int32_t>::max();
 // clang-format off
 const KernelEntry kTable[] = {
   // name                    op                 device            M range       supports                 matmul          dequantize          why
+  {"qmv_affine_rd",          Op::matmul,        Location::device, 1, 1,         qmv_affine_rd_supports,  qmv_affine_rd,  nullptr,            "affine f16/bf16 M=1: codes register-direct (16-byte streaming loads, two steps ahead), mma.sync with groups as columns, scale/bias per group in f32 (docs/PERF.md)"},
   {"qmv_affine_tc",          Op::matmul,        Location::device, 1, 1,         qmv_affine_tc_supports,  qmv_affine_tc,  nullptr,            "affine f16/bf16 M=1: codes into mma.sync under a magic number, groups as mma columns, scale*sum(q*x) + bias*sum(x) in f32; H200 int4 g64: 1.15-1.62 TB/s, 1.05-1.35x cuBLAS fp16 GEMV (docs/perf-cuda.md)"},
   {"qmm_affine_tc",          Op::matmul,        Location::device, 1, 32,        qmm_affine_tc_supports,  qmm_affine_tc,  nullptr,            "affine f16/bf16 M<=32: weights dequantized in registers into mma.sync (f32 accumulate), stream-K; M=2..4 within 1.1x of M=1, M=32 0.6-0.8x cuBLAS fp16"},
   {"qmm_affine_mma",         Op::matmul,        Location::device, 33, kAnyM,    qmm_affine_mma_supports, qmm_affine_mma, nullptr,            "affine f16/bf16 M>32: 128x128 tiles dequantized into shared memory, ldmatrix + mma.sync, 3-stage cp.async; ~250 TFLOP/s at M=4096 (0.39x cuBLAS)"},

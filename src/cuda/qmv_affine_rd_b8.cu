@@ -1,0 +1,8 @@
+// qmv_affine_rd instances for 8-bit codes (one file per width keeps CI's compile parallel).
+#include "cuda/qmv_affine_rd.cuh"
+
+namespace quanta::cuda {
+template void launch_qmv_affine_rd<__half, 8, 32>(const RdArgs&, int, cudaStream_t);
+template void launch_qmv_affine_rd<__half, 8, 64>(const RdArgs&, int, cudaStream_t);
+template void launch_qmv_affine_rd<__half, 8, 128>(const RdArgs&, int, cudaStream_t);
+}  // namespace quanta::cuda
