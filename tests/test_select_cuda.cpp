@@ -40,7 +40,8 @@ std::string pick(const Problem& p) {
 
 TEST_F(SelectCuda, AffineHalfActivationsByM) {
   for (DType t : {DType::f16, DType::bf16}) {
-    EXPECT_EQ(pick(affine_problem(1, t)), "qmv_affine_rd");
+    EXPECT_EQ(pick(affine_problem(1, t)), "qmv_affine_i8");
+    EXPECT_EQ(pick(affine_problem(1, t, 3)), "qmv_affine_rd");
     EXPECT_EQ(pick(affine_problem(1, t, 4, 32, 4096, 4160)), "qmv_affine_tc");  // K % 128 != 0
     for (int64_t m : {2, 3, 4, 16, 32})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
@@ -52,9 +53,12 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
 TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
   for (int b : detail::kAffineBits)
     for (int g : detail::kAffineGroups) {
-      EXPECT_EQ(pick(affine_problem(1, DType::f16, b, g)), "qmv_affine_rd") << b << " " << g;
+      const bool whole_bytes = b == 2 || b == 4 || b == 8;
+      EXPECT_EQ(pick(affine_problem(1, DType::f16, b, g)),
+                whole_bytes ? "qmv_affine_i8" : "qmv_affine_rd")
+          << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g)),
-                b == 8 ? "qmm_affine_tc" : "qmv_affine_rd")
+                whole_bytes ? "qmv_affine_i8" : "qmv_affine_rd")
           << b << " " << g;
       EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)), "qmm_affine_tc") << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::f32, b, g)), "qmv_affine_f32") << b << " " << g;

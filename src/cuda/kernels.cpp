@@ -12,6 +12,7 @@ constexpr int64_t kAnyM = std::numeric_limits<int32_t>::max();
 // clang-format off
 const KernelEntry kTable[] = {
   // name                    op                 device            M range       supports                 matmul          dequantize          why
+  {"qmv_affine_i8",          Op::matmul,        Location::device, 1, 1,         qmv_affine_i8_supports,  qmv_affine_i8,  nullptr,            "affine f16/bf16 2/4/8-bit M=1: x as two int8 planes per group, codes as u8 operands of mma m16n8k32, int32 accumulation (docs/PERF.md)"},
   {"qmv_affine_rd",          Op::matmul,        Location::device, 1, 1,         qmv_affine_rd_supports,  qmv_affine_rd,  nullptr,            "affine f16/bf16 M=1: codes register-direct (16-byte streaming loads, two steps ahead), mma.sync with groups as columns, scale/bias per group in f32 (docs/PERF.md)"},
   {"qmv_affine_tc",          Op::matmul,        Location::device, 1, 1,         qmv_affine_tc_supports,  qmv_affine_tc,  nullptr,            "affine f16/bf16 M=1: codes into mma.sync under a magic number, groups as mma columns, scale*sum(q*x) + bias*sum(x) in f32; H200 int4 g64: 1.15-1.62 TB/s, 1.05-1.35x cuBLAS fp16 GEMV (docs/perf-cuda.md)"},
   {"qmm_affine_tc",          Op::matmul,        Location::device, 1, 32,        qmm_affine_tc_supports,  qmm_affine_tc,  nullptr,            "affine f16/bf16 M<=32: weights dequantized in registers into mma.sync (f32 accumulate), stream-K; M=2..4 within 1.1x of M=1, M=32 0.6-0.8x cuBLAS fp16"},

@@ -13,6 +13,7 @@ enum class Scratch : int {
   split_partials = 0,  // f32 partial sums of split-K kernels
   split_counters = 1,  // one u32 per output tile; kernels leave them zero again
   expert_flag = 2,     // one int set by gather kernels on an out-of-range id
+  x_planes = 3,        // qmv_affine_i8: x as int8 planes in mma order, then (d, X) per group
 };
 
 // At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers

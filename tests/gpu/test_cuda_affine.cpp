@@ -93,6 +93,23 @@ TEST_P(CudaAffine, RegisterDirectQmv) {
   }
 }
 
+// The integer-mma M = 1 kernel (2/4/8-bit): the same shapes; x's int8 planes keep f16/bf16
+// inside their bounds.
+TEST_P(CudaAffine, IntegerMmaQmv) {
+  const auto [bits, group] = GetParam();
+  if (bits != 2 && bits != 4 && bits != 8) GTEST_SKIP() << "qmv_affine_i8 serves 2, 4 and 8 bits";
+  for (DType t : {DType::f16, DType::bf16}) {
+    // K multiples of 4 groups of 128: one step, several, and an odd count per warp.
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 13);
+      const QuantizedMatrix w = to_device(hw);
+      const auto a = run_check(hw, w, t, 1, "qmv_affine_i8", 14);
+      const auto b = run_check(hw, w, t, 1, "qmv_affine_i8", 14);
+      EXPECT_EQ(a, b) << "qmv_affine_i8 result changed between runs";
+    }
+  }
+}
+
 TEST_P(CudaAffine, F32Kernel) {
   const auto [bits, group] = GetParam();
   const QuantizedMatrix hw =

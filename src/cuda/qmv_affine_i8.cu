@@ -1,0 +1,114 @@
+// qmv_affine_i8: the launcher, its `supports` rule and the dispatch over dtype x bits x group.
+// Kernels and rationale: qmv_affine_i8.cuh. Instances: qmv_affine_i8_b*.cu.
+#include <cstdlib>
+#include <string>
+
+#include "cuda/checks.hpp"
+#include "cuda/families.hpp"
+#include "cuda/qmv_affine_i8.cuh"
+#include "cuda/runtime.cuh"
+#include "cuda/workspace.hpp"
+
+namespace quanta::cuda {
+
+// clang-format off
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128>(const I8Args&, int, cudaStream_t);
+// clang-format on
+
+std::string qmv_affine_i8_supports(const Problem& p) {
+  if (p.format.scheme != Scheme::affine) return "affine only";
+  if (p.format.bits != 2 && p.format.bits != 4 && p.format.bits != 8)
+    return "2, 4 or 8-bit codes (whole bytes of 4 codes per mma register)";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
+  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.k % (4 * p.format.group_size) != 0) return "needs K % (4 * group_size) == 0";
+  if (i8_smem_bytes(static_cast<int>(p.k), p.format.group_size) > 200 * 1024)
+    return "K too long for x's planes in shared memory";
+  if (p.compute_capability != 0 && p.compute_capability < 90)
+    return "needs sm_90 (programmatic dependent launch)";
+  return {};
+}
+
+namespace {
+
+// Warps per block (they split the block's K): enough that the grid holds ~1280 warps, at least
+// 2 and at most 8 (H200 int4 g64: 2 for 14336x5120, 4 for 5120x14336; docs/PERF.md).
+// QUANTA_QMV_I8_WARPS overrides it for tuning runs.
+int warps_for(int tiles, int steps) {
+  int w = 2;
+  while (w < 8 && w * tiles < 1280) w *= 2;
+  if (const char* e = std::getenv("QUANTA_QMV_I8_WARPS")) w = std::atoi(e);
+  if (w < 1 || w > kI8MaxWarps) w = 2;
+  return std::max(1, std::min(w, steps));
+}
+
+}  // namespace
+
+void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                   const Context& ctx) {
+  constexpr std::string_view kName = "qmv_affine_i8", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
+      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
+    return matmul_generic(x, w, nullptr, y, ctx);
+  const cudaStream_t stream = stream_of(ctx);
+  const int groups = static_cast<int>(w.k / w.format.group_size);
+  auto* scratch = static_cast<uint8_t*>(stream_scratch(
+      stream, Scratch::x_planes, i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * groups));
+  I8Args a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = w.scales;
+  a.biases = w.biases;
+  a.x = x.data;
+  a.y = y.data;
+  a.planes = reinterpret_cast<uint32_t*>(scratch);
+  a.gx = reinterpret_cast<float2*>(scratch + i8_planes_bytes(static_cast<int>(w.k)));
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.row_bytes = w.k * w.format.bits / 8;
+  const int warps = warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4);
+  cudaError_t status = cudaSuccess;
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    auto by_group = [&]<int BITS>() {
+      switch (w.format.group_size) {
+        case 32:
+          status = launch_qmv_affine_i8<T, BITS, 32>(a, warps, stream);
+          break;
+        case 64:
+          status = launch_qmv_affine_i8<T, BITS, 64>(a, warps, stream);
+          break;
+        default:
+          status = launch_qmv_affine_i8<T, BITS, 128>(a, warps, stream);
+          break;
+      }
+    };
+    if (w.format.bits == 2)
+      by_group.template operator()<2>();
+    else if (w.format.bits == 4)
+      by_group.template operator()<4>();
+    else
+      by_group.template operator()<8>();
+  });
+  QUANTA_CUDA_CHECK(status);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace quanta::cuda

@@ -1,0 +1,325 @@
+// qmv_affine_i8: affine nk, M = 1, f16/bf16 activations, 2/4/8-bit codes, on integer mma.
+//
+//   x[k] ≈ d_g·(h[k] + l[k]/256)        per group g of x: d_g = max|x|/127; h, l int8 planes
+//   H[n,g] = Σ_{k∈g} q[n,k]·h[k], L = Σ q·l      exact int32 (mma m16n8k32, u8 x s8)
+//   y[n] = Σ_g s[n,g]·d_g·(H + L/256) + b[n,g]·X_g,    X_g = Σ_{k∈g} x[k] (f32)
+//
+// Why: at M = 1 the H200 needs ~35 codes per cycle per SM on its memory roof, so the work per
+// code must be tiny. Stored bytes are mma operands almost as they are: one AND (and a shift for
+// 2/4 bits) makes four u8 codes, 8-bit words are operands as loaded, and one mma multiplies
+// 512 codes. The f16 "split" kernels (qmv_affine_rd/_tc) spend ~0.1 instructions per code and
+// stall at ~40% of the roof (docs/PERF.md).
+//
+// Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups. In a step,
+// lane (g = lane/4, q = lane%4) streams group 4s+q of rows g and g+8 in 16-byte pieces. mma
+// columns 2q and 2q+1 are that group's h and l planes: lane (2q, q) feeds h and (2q+1, q) feeds
+// l into B, every other lane feeds zeros, so C[g][2q..2q+1] held by lane (g, q) are exactly its
+// own group's H and L: every lane applies scales for its own (row, group) pairs.
+//
+// x becomes its planes once per call in a pre-pass (qmv_x_planes) that writes them in B-fragment
+// order; the main kernel uses programmatic dependent launch so its first code loads overlap it.
+// (Persistent blocks that build the planes themselves measured slower: 24-31 us against 17-29 us
+// on the int4 shapes of docs/PERF.md.)
+// The planes hold x to 16 bits relative to each group's max |x|: finer than bf16 for elements
+// within 256x of their group's max and than f16 within 32x; smaller elements of a group with a
+// stronger outlier lose precision (at most max|x|/65024 each).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/common.cuh"
+#include "cuda/mma.cuh"
+
+namespace quanta::cuda {
+
+inline constexpr int kI8Rows = 16;  // rows per block (the mma's M)
+inline constexpr int kI8MaxWarps = 16;
+
+struct I8Args {
+  const uint8_t* codes;
+  const void* scales;  // T [N, K/G]
+  const void* biases;  // T [N, K/G]
+  const void* x;       // T [K], 16-byte aligned
+  void* y;             // T [N]
+  uint32_t* planes;    // written by the pre-pass, B-fragment order (see I8Geom)
+  float2* gx;          // [K/G]: (d_g, X_g), written by the pre-pass
+  int32_t n, k;
+  int64_t row_bytes;
+};
+
+// Geometry of one (bits, group) instance.
+template <int BITS, int G>
+struct I8Geom {
+  static constexpr int kGroupBytes = G * BITS / 8;
+  static constexpr int kPieceBytes = kGroupBytes < 16 ? kGroupBytes : 16;  // one load per row
+  static constexpr int kPieces = kGroupBytes / kPieceBytes;                // per group
+  static constexpr int kWords = kPieceBytes / 4;                           // code words per piece
+  static constexpr int kRegsPerWord = 8 / BITS;          // u8x4 registers a word makes
+  static constexpr int kRegs = kWords * kRegsPerWord;    // per piece and row
+  static constexpr int kSlices = kRegs / 2;              // mma k32 slices per piece
+  static constexpr int kCodes = kPieceBytes * 8 / BITS;  // codes per piece
+  // Steps held in registers; each piece is refilled right after use, so DS·kPieces pieces
+  // (4-8) are in flight per lane.
+  static constexpr int kDepth = std::max(1, 4 / kPieces);
+  static_assert(kCodes == kSlices * 8 && kRegs % 2 == 0);
+  // B words of one (group, plane): [piece][slice][2].
+  static constexpr int kPlaneWords = kPieces * kSlices * 2;
+};
+
+// Code register r of a piece holds, in byte t, the code at piece position i8_pos(r, t).
+template <int BITS>
+__host__ __device__ constexpr int i8_pos(int r, int t) {
+  constexpr int kRegsPerWord = 8 / BITS, kCodesPerWord = 32 / BITS;
+  return (r / kRegsPerWord) * kCodesPerWord + (r % kRegsPerWord) + kRegsPerWord * t;
+}
+
+template <int BITS, int WORDS>
+__device__ __forceinline__ uint32_t i8_code_reg(const uint32_t (&w)[WORDS], int r) {
+  constexpr int kRegsPerWord = 8 / BITS;
+  constexpr uint32_t kMask = ((1u << BITS) - 1u) * 0x01010101u;
+  if constexpr (BITS == 8) {
+    return w[r];
+  } else {
+    return (w[r / kRegsPerWord] >> (BITS * (r % kRegsPerWord))) & kMask;
+  }
+}
+
+// D = A·B + D, A 16x32 u8 (row), B 32x8 s8 (col), s32 accumulate. Fragments (PTX ISA,
+// "mma.m16n8k32"), g = lane / 4, q = lane % 4: a[0] = A[g][4q..4q+3], a[1] = A[g+8][4q..],
+// a[2] = A[g][4q+16..], a[3] = A[g+8][4q+16..]; b0 = B[4q..4q+3][g], b1 = B[4q+16..][g];
+// c[0..1] = C[g][2q..2q+1], c[2..3] = C[g+8][2q..2q+1].
+__device__ __forceinline__ void imma_16832(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                           uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void grid_dependency_wait() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void grid_dependency_release() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// Pre-pass: one thread per code word of x's positions (32/BITS elements). Group max and sum by
+// shuffles among the G·BITS/32 threads of a group (consecutive lanes of one warp).
+template <class T, int BITS, int G>
+__global__ void qmv_x_planes_kernel(const T* x, uint32_t* planes, float2* gx, int k) {
+  grid_dependency_release();  // the main kernel may start loading codes now
+  using Geom = I8Geom<BITS, G>;
+  constexpr int kPerThread = 32 / BITS;  // x elements: one code word's positions
+  constexpr int kThreadsPerGroup = G / kPerThread;
+  constexpr int kRegs = Geom::kRegsPerWord;  // B registers this word makes per plane
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const bool live = t < k / kPerThread;
+  float v[kPerThread];
+  const T* src = x + static_cast<int64_t>(live ? t : 0) * kPerThread;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) v[i] = to_f32(src[i]);
+  float amax = 0.0f, sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    amax = fmaxf(amax, fabsf(v[i]));
+    sum += v[i];
+  }
+#pragma unroll
+  for (int o = 1; o < kThreadsPerGroup; o <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  }
+  if (!live) return;
+  const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
+  const float inv = 1.0f / d;
+  const int group = t / kThreadsPerGroup, word_in_group = t % kThreadsPerGroup;
+  if (word_in_group == 0) gx[group] = make_float2(d, sum);
+  const int piece = word_in_group / Geom::kWords, word_in_piece = word_in_group % Geom::kWords;
+  uint32_t* out = planes + static_cast<int64_t>(group) * 2 * Geom::kPlaneWords;
+#pragma unroll
+  for (int j = 0; j < kRegs; ++j) {
+    uint32_t wh = 0, wl = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const float xv = v[i8_pos<BITS>(j, b)];  // register j of this word: positions j + rpw·b
+      const float h = fminf(fmaxf(rintf(xv * inv), -127.0f), 127.0f);
+      const float r = fmaf(-h, d, xv);  // |r| <= d/2
+      const float l = fminf(fmaxf(rintf(r * inv * 256.0f), -127.0f), 127.0f);
+      wh |= (static_cast<uint32_t>(static_cast<int32_t>(h)) & 0xffu) << (8 * b);
+      wl |= (static_cast<uint32_t>(static_cast<int32_t>(l)) & 0xffu) << (8 * b);
+    }
+    // Code register r = word_in_piece·kRegs + j of the piece is slice r/2, half r%2.
+    const int r = word_in_piece * kRegs + j;
+    const int idx = (piece * Geom::kSlices + r / 2) * 2 + r % 2;
+    out[idx] = wh;
+    out[Geom::kPlaneWords + idx] = wl;
+  }
+}
+
+template <int WORDS>
+__device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[WORDS]) {
+  if constexpr (WORDS == 4) {
+    const uint4 a = *reinterpret_cast<const uint4*>(src);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+  } else if constexpr (WORDS == 2) {
+    const uint2 a = *reinterpret_cast<const uint2*>(src);
+    w[0] = a.x, w[1] = a.y;
+  } else {
+    static_assert(WORDS == 1);
+    w[0] = *reinterpret_cast<const uint32_t*>(src);
+  }
+}
+
+// Shared memory of the main kernel ((d, X) per group, then x's planes) and the pre-pass's
+// scratch (the same bytes in global memory).
+__host__ __device__ inline std::size_t i8_gx_bytes(int groups) {
+  return (static_cast<std::size_t>(groups) * sizeof(float2) + 15) & ~std::size_t{15};
+}
+__host__ __device__ inline std::size_t i8_planes_bytes(int k) {
+  return static_cast<std::size_t>(k) * 2;
+}
+inline std::size_t i8_smem_bytes(int k, int group) {
+  return i8_gx_bytes(k / group) + i8_planes_bytes(k);
+}
+
+template <class T, int BITS, int G>
+__global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
+  using Geom = I8Geom<BITS, G>;
+  constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::kDepth;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int row0 = static_cast<int>(blockIdx.x) * kI8Rows;
+  const int r_lo = min(row0 + g, a.n - 1), r_hi = min(row0 + g + 8, a.n - 1);  // past N: not stored
+  const int groups = a.k / G, steps = groups / 4;
+  // B: lane (2q, q) feeds plane h and (2q+1, q) plane l of its own group; others feed zeros.
+  const bool b_lane = (g >> 1) == q;
+  const int plane = g & 1;
+
+  // Codes: the piece sequence of this warp (steps warp, warp + warps, ...; P pieces each) runs
+  // DS steps ahead in registers, issued before waiting for the pre-pass.
+  const uint8_t* w_lo = a.codes + static_cast<int64_t>(r_lo) * a.row_bytes + q * Geom::kGroupBytes;
+  const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kGroupBytes;
+  uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
+  auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
+    if (s < steps) {
+      const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
+      i8_load_piece<W>(w_lo + off, lo);
+      i8_load_piece<W>(w_hi + off, hi);
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < DS; ++u)
+#pragma unroll
+    for (int p = 0; p < P; ++p) load_piece(warp + u * warps, p, ring_lo[u][p], ring_hi[u][p]);
+
+  // Shared memory: (d, X) [groups], then the planes [groups][2][kPlaneWords].
+  float2* gx = reinterpret_cast<float2*>(smem);
+  uint32_t* planes = reinterpret_cast<uint32_t*>(smem + i8_gx_bytes(groups));
+  grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
+  for (int i = static_cast<int>(threadIdx.x); i < groups; i += static_cast<int>(blockDim.x))
+    gx[i] = a.gx[i];
+  const int plane_vecs = static_cast<int>(i8_planes_bytes(a.k) / 16);
+  for (int i = static_cast<int>(threadIdx.x); i < plane_vecs; i += static_cast<int>(blockDim.x))
+    reinterpret_cast<uint4*>(planes)[i] = reinterpret_cast<const uint4*>(a.planes)[i];
+  __syncthreads();
+
+  const T* scales = static_cast<const T*>(a.scales);
+  const T* biases = static_cast<const T*>(a.biases);
+  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups,
+                sb_hi = static_cast<int64_t>(r_hi) * groups;
+  float acc_lo = 0.0f, acc_hi = 0.0f;
+  for (int s0 = warp; s0 < steps; s0 += DS * warps) {
+#pragma unroll
+    for (int u = 0; u < DS; ++u) {
+      const int s = s0 + u * warps;
+      if (s >= steps) break;  // uniform across the warp
+      const int grp = 4 * s + q;
+      // Scale and bias loads go out first: they are needed last.
+      const T s_lo = scales[sb_lo + grp], b_lo = biases[sb_lo + grp];
+      const T s_hi = scales[sb_hi + grp], b_hi = biases[sb_hi + grp];
+      const uint32_t* bsrc = planes + (grp * 2 + plane) * Geom::kPlaneWords;
+      int c[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        uint32_t bw[Geom::kSlices * 2];
+#pragma unroll
+        for (int i = 0; i < Geom::kSlices * 2; i += 4) {
+          const uint4 v = b_lane ? *reinterpret_cast<const uint4*>(bsrc + p * Geom::kSlices * 2 + i)
+                                 : make_uint4(0u, 0u, 0u, 0u);
+          bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < Geom::kSlices; ++j)
+          imma_16832(c, i8_code_reg<BITS, W>(ring_lo[u][p], 2 * j),
+                     i8_code_reg<BITS, W>(ring_hi[u][p], 2 * j),
+                     i8_code_reg<BITS, W>(ring_lo[u][p], 2 * j + 1),
+                     i8_code_reg<BITS, W>(ring_hi[u][p], 2 * j + 1), bw[2 * j], bw[2 * j + 1]);
+        load_piece(s + DS * warps, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
+      }
+      // c[0], c[1] = H, L of row g; c[2], c[3] of row g+8; all for group grp.
+      const float2 dx = gx[grp];
+      const float v_lo =
+          dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
+      const float v_hi =
+          dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
+      acc_lo = fmaf(to_f32(s_lo), v_lo, fmaf(to_f32(b_lo), dx.y, acc_lo));
+      acc_hi = fmaf(to_f32(s_hi), v_hi, fmaf(to_f32(b_hi), dx.y, acc_hi));
+    }
+  }
+
+  // Rows g, g+8: sum the four group lanes, then the warps (reusing shared memory).
+  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 1);
+  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 2);
+  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 1);
+  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 2);
+  __syncthreads();
+  float* partial = reinterpret_cast<float*>(smem);  // [warp][row]
+  if (q == 0) {
+    partial[warp * kI8Rows + g] = acc_lo;
+    partial[warp * kI8Rows + g + 8] = acc_hi;
+  }
+  __syncthreads();
+  if (threadIdx.x < kI8Rows) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += partial[w * kI8Rows + static_cast<int>(threadIdx.x)];
+    const int row = row0 + static_cast<int>(threadIdx.x);
+    if (row < a.n) static_cast<T*>(a.y)[row] = from_f32<T>(sum);
+  }
+}
+
+// Pre-pass, then the main kernel with programmatic dependent launch.
+template <class T, int BITS, int G>
+cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
+  const int threads = a.k * BITS / 32;
+  qmv_x_planes_kernel<T, BITS, G>
+      <<<(threads + 127) / 128, 128, 0, stream>>>(static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const std::size_t smem = i8_smem_bytes(a.k, G);
+  auto kernel = qmv_affine_i8_kernel<T, BITS, G>;
+  if (smem > 48 * 1024) {
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+        e != cudaSuccess)
+      return e;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>((a.n + kI8Rows - 1) / kI8Rows));
+  cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a);
+}
+
+}  // namespace quanta::cuda
