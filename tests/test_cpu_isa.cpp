@@ -54,18 +54,28 @@ TEST(CpuIsa, ForceAndRestore) {
 // Under each cap, the table's first choice is that level's kernel for the M range.
 TEST(CpuIsa, SelectorFollowsTheCap) {
   Problem p;
-  p.format = Format::affine(4, 64);
   p.n = 64;
   p.k = 256;
   for (Isa i : cpu::kAllIsas) {
     if (!cpu::isa_supported(i)) continue;
     const cpu::ScopedIsa s(i);
     const std::string isa(cpu::isa_name(i));
+    p.format = Format::affine(4, 64);
     p.op = Op::matmul;
     p.m = 1;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
-    p.m = 16;
+    p.m = 4;
+    EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
+    p.m = 5;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
+    p.format = Format::gguf(Scheme::q6_K);  // costly tiles: fused up to M = 8
+    p.m = 8;
+    EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
+    p.layout = Layout::kn;
+    p.format = Format::affine(4, 64);
+    p.m = 2;
+    EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
+    p.layout = Layout::nk;
     p.op = Op::gather_matmul;
     EXPECT_EQ(select_kernel(p, "auto").name, "gather_qmm_" + isa);
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/backend.hpp"
 #include "cpu/isa.hpp"
 #include "quanta/error.hpp"
 #include "quanta/numeric.hpp"
@@ -92,7 +93,8 @@ QuantizedMatrix make_weights(const Case& c, int64_t n, int64_t k, DType dtype, u
   opts.layout = c.layout;
   if (c.global) {
     float amax = 0;
-    for (int64_t i = 0; i < dense.rows * dense.cols; ++i) amax = std::fmax(amax, std::fabs(dense.at(i)));
+    for (int64_t i = 0; i < dense.rows * dense.cols; ++i)
+      amax = std::fmax(amax, std::fabs(dense.at(i)));
     opts.nvfp4_tensor_amax = amax;
   }
   return quantize(dense.view(), c.format, opts);
@@ -111,8 +113,8 @@ void check(const Case& c, const QuantizedMatrix& w, const test::Dense& x, std::s
   const ref::Comparison cmp = ref::compare(y.view(), want, x.dtype);
   EXPECT_TRUE(cmp.pass) << c.name() << " " << kernel << " M=" << x.rows << " N=" << w.n
                         << " K=" << w.k << " " << dtype_name(x.dtype) << ": rel_l2 " << cmp.rel_l2
-                        << " (bound " << rel_l2_bound(x.dtype) << "), non-finite "
-                        << cmp.nonfinite << ", max_abs " << cmp.max_abs;
+                        << " (bound " << rel_l2_bound(x.dtype) << "), non-finite " << cmp.nonfinite
+                        << ", max_abs " << cmp.max_abs;
 }
 
 std::vector<Isa> machine_isas() {
@@ -126,11 +128,12 @@ std::string kernel_name(std::string_view path, Isa isa) {
   return std::string(path) + "_" + std::string(cpu::isa_name(isa));
 }
 
-// Shapes: K crosses the tiled path's 512-element K block and is a multiple of every group;
-// fp8 takes any K, so a ragged one. N is ragged for nk; kn needs N * bits % 32 == 0.
+// Shapes: K crosses the tiled path's K block (1024 for W [N, K], 256 for W [K, N]) and is a
+// multiple of every group; fp8 takes any K, so a ragged one. N is ragged for nk; kn needs
+// N * bits % 32 == 0.
 int64_t k_of(const Case& c) {
-  if (c.format.info().family == Family::fp8) return 777;
-  return c.format.info().family == Family::gguf ? 768 : 640;
+  if (c.format.info().family == Family::fp8) return 1111;
+  return 1280;
 }
 int64_t n_of(const Case& c) {
   if (c.layout == Layout::nk) return 37;
@@ -157,7 +160,8 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
     const cpu::ScopedIsa scoped(isa);
     for (int64_t m : {1, 2, 3, 8, 33}) {
       const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
-      if (m == 1) check(c, w, x, kernel_name("qmv_fused", isa));
+      if (m <= cpu::fused_max_rows(c.format, c.layout))
+        check(c, w, x, kernel_name("qmv_fused", isa));
       check(c, w, x, kernel_name("qmm_tiled", isa));
     }
     // The automatic choice under this cap is this level's kernel.
@@ -175,9 +179,10 @@ TEST_P(CpuKernels, HalfActivations) {
     const QuantizedMatrix w = make_weights(c, N, K, t, 11);
     for (Isa isa : {cpu::best_isa(), Isa::scalar}) {
       const cpu::ScopedIsa scoped(isa);
-      for (int64_t m : {1, 3}) {
+      for (int64_t m : {1, 3, 12}) {
         const test::Dense x = test::random_dense(t, m, K, 200 + static_cast<uint32_t>(m));
-        check(c, w, x, m == 1 ? kernel_name("qmv_fused", isa) : kernel_name("qmm_tiled", isa));
+        const bool fused = m <= cpu::fused_max_rows(c.format, c.layout);
+        check(c, w, x, kernel_name(fused ? "qmv_fused" : "qmm_tiled", isa));
       }
     }
   }
@@ -189,9 +194,9 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, CpuKernels, ::testing::ValuesIn(all_cases()
 // Shapes that stress the edges: one row, N below a vector, K of a single group, rows whose
 // vector loads reach the end of the buffer (the padded tail copy), many threads on few rows.
 TEST(CpuKernelsEdges, TinyAndOddShapes) {
-  const Case cases[] = {{Format::affine(4, 32)}, {Format::affine(3, 128)},
-                        {Format::nvfp4(), Layout::nk, true}, {Format::fp8_e5m2()},
-                        {Format::gguf(Scheme::q4_0)}, {Format::gguf(Scheme::q6_K)}};
+  const Case cases[] = {
+      {Format::affine(4, 32)}, {Format::affine(3, 128)},     {Format::nvfp4(), Layout::nk, true},
+      {Format::fp8_e5m2()},    {Format::gguf(Scheme::q4_0)}, {Format::gguf(Scheme::q6_K)}};
   for (const Case& c : cases) {
     const SchemeInfo& info = c.format.info();
     const int64_t K = info.family == Family::fp8 ? 5 : std::max(c.format.group_size, 16);
@@ -199,14 +204,30 @@ TEST(CpuKernelsEdges, TinyAndOddShapes) {
       const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 3);
       for (Isa isa : machine_isas()) {
         const cpu::ScopedIsa scoped(isa);
-        for (int64_t m : {1, 2, 7}) {
+        for (int64_t m : {1, 2, 3, 7}) {
           const test::Dense x = test::random_dense(DType::f32, m, K, 9);
           for (int threads : {1, 8}) {
-            if (m == 1) check(c, w, x, kernel_name("qmv_fused", isa), threads);
+            if (m <= cpu::fused_max_rows(c.format, c.layout))
+              check(c, w, x, kernel_name("qmv_fused", isa), threads);
             check(c, w, x, kernel_name("qmm_tiled", isa), threads);
           }
         }
       }
+    }
+  }
+}
+
+// W [K, N] wider than one GEMV panel (4096 columns), with a ragged last panel, and K split
+// over workers.
+TEST(CpuKernelsEdges, KnPanelsAndKSplit) {
+  for (const Case& c : {Case{Format::affine(4, 32), Layout::kn}, Case{Format::mxfp8(), Layout::kn},
+                        Case{Format::affine(3, 64), Layout::kn}}) {
+    const int64_t N = c.format.bits == 3 ? 4160 : 4136, K = 128;
+    const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 13);
+    for (Isa isa : machine_isas()) {
+      const cpu::ScopedIsa scoped(isa);
+      const test::Dense x = test::random_dense(DType::f32, 1, K, 14);
+      for (int threads : {1, 2, 5}) check(c, w, x, kernel_name("qmv_fused", isa), threads);
     }
   }
 }
@@ -243,10 +264,10 @@ TEST(CpuKernelsEdges, E4M3NanCodesPropagate) {
     codes[5 * K + 40] = 0xff;  // row 5
     for (Isa isa : machine_isas()) {
       const cpu::ScopedIsa scoped(isa);
-      for (int64_t m : {1, 4}) {
+      for (int64_t m : {1, 3, 5}) {
         const test::Dense x = test::random_dense(DType::f32, m, K, 6);
         for (std::string_view path : {"qmv_fused", "qmm_tiled"}) {
-          if (m > 1 && path == "qmv_fused") continue;
+          if (m > cpu::fused_max_rows(f, Layout::nk) && path == "qmv_fused") continue;
           test::Dense y(DType::f32, m, N);
           Context ctx;
           const std::string name = kernel_name(path, isa);
@@ -263,13 +284,12 @@ TEST(CpuKernelsEdges, E4M3NanCodesPropagate) {
 }
 
 TEST(CpuKernelsEdges, GatherMatmulMatchesOracle) {
-  const Case cases[] = {{Format::affine(4, 64)}, {Format::mxfp4(), Layout::kn},
-                        {Format::gguf(Scheme::q4_K)}};
+  const Case cases[] = {
+      {Format::affine(4, 64)}, {Format::mxfp4(), Layout::kn}, {Format::gguf(Scheme::q4_K)}};
   for (const Case& c : cases) {
     const int64_t E = 3, N = 40, K = 512;
     // A stack of three experts: quantize each and copy into one allocation.
-    QuantizedMatrix stack =
-        QuantizedMatrix::allocate_host(c.format, N, K, DType::f32, c.layout, E);
+    QuantizedMatrix stack = QuantizedMatrix::allocate_host(c.format, N, K, DType::f32, c.layout, E);
     const Footprint fp = stack.footprint();
     for (int64_t e = 0; e < E; ++e) {
       const QuantizedMatrix one = make_weights(c, N, K, DType::f32, 30 + static_cast<uint32_t>(e));
@@ -283,7 +303,8 @@ TEST(CpuKernelsEdges, GatherMatmulMatchesOracle) {
       for (int64_t m : {1, 7}) {
         const test::Dense x = test::random_dense(DType::f32, m, K, 40);
         std::vector<int32_t> ids(static_cast<size_t>(m));
-        for (int64_t i = 0; i < m; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 2) % E);
+        for (int64_t i = 0; i < m; ++i)
+          ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 2) % E);
         test::Dense y(DType::f32, m, N);
         y.poison();
         Context ctx;

@@ -8,7 +8,7 @@
 //   quanta_cpu_probe [--n 16384] [--k 14336] [--threads 0] [--reps 15] [--isa avx512]
 //                    [--formats affine-4b-g64,q4_0,...|all] [--gemm] [--gemm-n 4096]
 //                    [--gemm-k 14336] [--ms 1,2,4,...] [--no-gemv] [--roof-mb 512]
-//                    [--layout nk|kn]
+//                    [--layout nk|kn] [--kernel NAME (default auto)]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,6 +40,7 @@ struct Options {
   int threads = 0;
   int reps = 15;
   std::string isa;
+  std::string kernel = "auto";
   std::vector<std::string> formats = {"affine-4b-g64", "q4_0"};
   bool gemv = true, gemm = false;
   int64_t gemm_n = 4096, gemm_k = 14336;
@@ -133,7 +134,8 @@ QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layo
       }
       for (std::size_t b = 0; b < fp.code_bytes / static_cast<std::size_t>(info.block_bytes); ++b)
         for (int a : at)
-          if (a >= 0) std::memcpy(codes + b * static_cast<std::size_t>(info.block_bytes) + a, &h, 2);
+          if (a >= 0)
+            std::memcpy(codes + b * static_cast<std::size_t>(info.block_bytes) + a, &h, 2);
       break;
     }
   }
@@ -159,14 +161,16 @@ int run(const Options& o) {
 #endif
   RoofBuffer roof_buf(o.roof_mb << 20);
   const RoofResult roof = read_roof(o.roof_mb << 20, threads, o.reps, roof_buf);
-  fmt::print("read roof ({} MB, {} threads, {}): median {:.2f} GB/s, best {:.2f} GB/s\n",
-             o.roof_mb, threads, roof.isa, roof.median_gbs, roof.best_gbs);
+  fmt::print("read roof ({} MB, {} threads, {}): median {:.2f} GB/s, best {:.2f} GB/s\n", o.roof_mb,
+             threads, roof.isa, roof.median_gbs, roof.best_gbs);
   Context ctx;
   ctx.threads = o.threads;
+  ctx.kernel = o.kernel;
 
   if (o.gemv) {
     const int64_t N = o.n, K = o.k;
-    std::vector<float> x = random_floats(static_cast<std::size_t>(K), 1), y(static_cast<std::size_t>(N));
+    std::vector<float> x = random_floats(static_cast<std::size_t>(K), 1),
+                       y(static_cast<std::size_t>(N));
     double blas_s = 0;
 #if defined(QUANTA_PROBE_OPENBLAS)
     {
@@ -238,7 +242,9 @@ int run(const Options& o) {
         std::vector<float> y(static_cast<std::size_t>(m * N));
         const int reps = std::max(3, o.reps / (m >= 64 ? 3 : 1));
         const double s = median_seconds(
-            [&] { matmul({x.data(), DType::f32, m, K}, w, {y.data(), DType::f32, m, N}, ctx); },
+            [&] {
+              matmul({x.data(), DType::f32, m, K}, w, {y.data(), DType::f32, m, N}, ctx);
+            },
             reps);
         double bs = 0;
 #if defined(QUANTA_PROBE_OPENBLAS)
@@ -247,8 +253,8 @@ int run(const Options& o) {
             [&] {
               cblas_sgemm(CblasRowMajor, CblasNoTrans, nk ? CblasTrans : CblasNoTrans,
                           static_cast<int>(m), static_cast<int>(N), static_cast<int>(K), 1.0f,
-                          x.data(), static_cast<int>(K), wd.data(),
-                          static_cast<int>(nk ? K : N), 0.0f, yb.data(), static_cast<int>(N));
+                          x.data(), static_cast<int>(K), wd.data(), static_cast<int>(nk ? K : N),
+                          0.0f, yb.data(), static_cast<int>(N));
             },
             reps);
         double num = 0, den = 0;
@@ -257,11 +263,14 @@ int run(const Options& o) {
           den += static_cast<double>(yb[i]) * yb[i];
         }
         if (std::sqrt(num / den) > 1e-4)
-          fmt::print("  warning: M={} differs from sgemm, rel-L2 {:.2e}\n", m, std::sqrt(num / den));
+          fmt::print("  warning: M={} differs from sgemm, rel-L2 {:.2e}\n", m,
+                     std::sqrt(num / den));
 #endif
-        const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
-        fmt::print("{:<16} {:>5} {:>10.3f} {:>10.1f} {:>10.3f} {:>10.1f} {:>7.2f}x\n", "", m, s * 1e3,
-                   flop / s / 1e9, bs * 1e3, bs > 0 ? flop / bs / 1e9 : 0.0, bs > 0 ? bs / s : 0.0);
+        const double flop =
+            2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
+        fmt::print("{:<16} {:>5} {:>10.3f} {:>10.1f} {:>10.3f} {:>10.1f} {:>7.2f}x\n", "", m,
+                   s * 1e3, flop / s / 1e9, bs * 1e3, bs > 0 ? flop / bs / 1e9 : 0.0,
+                   bs > 0 ? bs / s : 0.0);
       }
     }
   }
@@ -276,18 +285,32 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : std::string(); };
-    if (a == "--n") o.n = std::stoll(next());
-    else if (a == "--k") o.k = std::stoll(next());
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--isa") o.isa = next();
-    else if (a == "--formats") o.formats = quanta::probe::split(next());
-    else if (a == "--gemm") o.gemm = true;
-    else if (a == "--no-gemv") o.gemv = false;
-    else if (a == "--gemm-n") o.gemm_n = std::stoll(next());
-    else if (a == "--gemm-k") o.gemm_k = std::stoll(next());
-    else if (a == "--roof-mb") o.roof_mb = std::stoull(next());
-    else if (a == "--layout") o.layout = next() == "kn" ? quanta::Layout::kn : quanta::Layout::nk;
+    if (a == "--n")
+      o.n = std::stoll(next());
+    else if (a == "--k")
+      o.k = std::stoll(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--reps")
+      o.reps = std::stoi(next());
+    else if (a == "--isa")
+      o.isa = next();
+    else if (a == "--kernel")
+      o.kernel = next();
+    else if (a == "--formats")
+      o.formats = quanta::probe::split(next());
+    else if (a == "--gemm")
+      o.gemm = true;
+    else if (a == "--no-gemv")
+      o.gemv = false;
+    else if (a == "--gemm-n")
+      o.gemm_n = std::stoll(next());
+    else if (a == "--gemm-k")
+      o.gemm_k = std::stoll(next());
+    else if (a == "--roof-mb")
+      o.roof_mb = std::stoull(next());
+    else if (a == "--layout")
+      o.layout = next() == "kn" ? quanta::Layout::kn : quanta::Layout::nk;
     else if (a == "--ms") {
       o.ms.clear();
       for (const std::string& s : quanta::probe::split(next())) o.ms.push_back(std::stoll(s));

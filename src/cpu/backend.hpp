@@ -15,10 +15,16 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
 
 // fast.cpp: the SIMD engine (src/cpu/engine) at one ISA level, multithreaded over
 // Context::threads. Every format, layout, M and expert stack.
-//   Path::gemv  M = 1 streams the packed weights once through registers (fused GEMV);
-//               other M run the tiled path.
+//   Path::gemv  M <= fused_max_rows streams the packed weights through registers (fused GEMV,
+//               once per four rows of x); other M run the tiled path.
 //   Path::tiled decodes tiles of W to f32 in cache and reuses them across the M rows.
 enum class Path : uint8_t { gemv, tiled };
+inline constexpr int64_t kGemvMaxRows = 8;
+// The most rows of x the fused path takes for this problem: 1 for W [K, N]; for W [N, K] 4,
+// or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and 8, 4096 x 14336:
+// fused 4.6-5.9 ms, tiled 7.8-9.0 ms; for the other formats the tiled path wins from M = 5;
+// docs/perf-cpu.md).
+int64_t fused_max_rows(const Format& f, Layout layout);
 void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                  MatrixView y, const Context& ctx, Isa isa, Path path);
 

@@ -26,16 +26,19 @@ struct Buffer {
   };
   std::unique_ptr<float[], Free> p;
   explicit Buffer(int64_t n)
-      : p(static_cast<float*>(::operator new[](static_cast<std::size_t>(std::max<int64_t>(n, 1)) *
-                                                   sizeof(float),
-                                               std::align_val_t(64)))) {}
+      : p(static_cast<float*>(
+            ::operator new[](static_cast<std::size_t>(std::max<int64_t>(n, 1)) * sizeof(float),
+                             std::align_val_t(64)))) {}
   float* get() const { return p.get(); }
 };
 
 // Below this many weights a call runs on one thread (waking helpers costs more).
 constexpr int64_t kParallelWeights = int64_t{1} << 16;
 
-constexpr int64_t kTileK = 512;  // nk tiles: K block (a multiple of every group and of 256)
+// nk tiles: K block (a multiple of every group and of 256) and output features per task; of
+// kc in {512, 1024, 2048} x nc in {64, 128, 256}, 1024 x 128 measured best at M = 16..256
+// (the f32 tile, 512 KB, stays in L2).
+constexpr int64_t kTileK = 1024, kTileN = 128;
 constexpr int64_t kTileKn = 256;  // kn tiles: K block
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -67,9 +70,8 @@ PlannedMatrix make_plan(const QuantizedMatrix& w) {
   p.biases = reinterpret_cast<const uint8_t*>(w.biases);
   p.global = w.global_scale ? *w.global_scale : 1.0f;
   // Rows whose whole-vector loads could leave the buffer are read from a padded copy.
-  p.tail_row = code_bytes >= kRowOverread
-                   ? std::min(rows, (code_bytes - kRowOverread) / p.row_bytes)
-                   : 0;
+  p.tail_row =
+      code_bytes >= kRowOverread ? std::min(rows, (code_bytes - kRowOverread) / p.row_bytes) : 0;
   const int64_t tail_bytes = (rows - p.tail_row) * p.row_bytes;
   pm.tail.assign(static_cast<std::size_t>(tail_bytes + kRowOverread), 0);
   if (tail_bytes > 0)
@@ -99,24 +101,59 @@ void gemv_nk(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y
   });
 }
 
+// M = 2..8, W [N, K]: passes of up to four rows of x, each streaming the weights once.
+void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+                   int threads) {
+  const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);
+  Buffer xp((m + 1) * xl), xs((m + 1) * sl);
+  for (int64_t i = 0; i < m; ++i)
+    kr.gemv_prep(w, x + i * w.k, xp.get() + i * xl, xs.get() + i * sl);
+  std::memset(xp.get() + m * xl, 0, static_cast<std::size_t>(xl) * sizeof(float));  // zero row
+  std::memset(xs.get() + m * sl, 0, static_cast<std::size_t>(sl) * sizeof(float));
+  const int workers = workers_for(threads, w.n * w.k * m);
+  const int64_t chunk =
+      std::max<int64_t>(16, round_up((w.n + 16 * workers - 1) / (16 * workers), 4));
+  const int64_t tasks = (w.n + chunk - 1) / chunk;
+  for (int64_t p0 = 0; p0 < m; p0 += kGemvMultiRows) {
+    const float* xps[kGemvMultiRows];
+    const float* xss[kGemvMultiRows];
+    const int mm = static_cast<int>(std::min<int64_t>(kGemvMultiRows, m - p0));
+    for (int i = 0; i < kGemvMultiRows; ++i) {
+      const int64_t r = i < mm ? p0 + i : m;
+      xps[i] = xp.get() + r * xl;
+      xss[i] = xs.get() + r * sl;
+    }
+    parallel_for(tasks, workers, [&](int64_t t, int) {
+      const int64_t n0 = t * chunk;
+      kr.gemv_nk_multi(w, xps, xss, mm, y + p0 * w.n, w.n, n0, std::min(w.n, n0 + chunk));
+    });
+  }
+}
+
+// W [K, N], M = 1: tasks are column panels (each read row by row, its sums in L1) times K
+// ranges when there are fewer panels than workers; partial sums of the K ranges are added.
 void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
   const int workers = workers_for(threads, w.n * w.k);
+  const int64_t panels = (w.n + kKnPanelCols - 1) / kKnPanelCols;
   const int64_t blocks = (w.k + 15) / 16;  // 16-row blocks share a scale row
-  const int64_t per = std::max<int64_t>(1, (blocks + 4 * workers - 1) / (4 * workers));
-  const int64_t tasks = (blocks + per - 1) / per;
-  const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
-  Buffer part(used * w.n);
-  std::memset(part.get(), 0, static_cast<std::size_t>(used * w.n) * sizeof(float));
-  parallel_for(tasks, used, [&](int64_t t, int worker) {
-    const int64_t k0 = t * per * 16;
-    kr.gemv_kn(w, x, part.get() + worker * w.n, k0, std::min(w.k, k0 + per * 16));
+  const int64_t parts = std::min<int64_t>(blocks, std::max<int64_t>(1, workers / panels));
+  const int64_t per = (blocks + parts - 1) / parts;
+  const int64_t len = kr.gemv_kn_ylen(w);
+  Buffer part((parts + 1) * len);
+  std::memset(part.get(), 0, static_cast<std::size_t>(parts * len) * sizeof(float));
+  parallel_for(panels * parts, workers, [&](int64_t t, int) {
+    const int64_t p = t / panels, n0 = (t % panels) * kKnPanelCols;
+    const int64_t k0 = p * per * 16;
+    kr.gemv_kn(w, x, part.get() + p * len, n0, std::min(w.n, n0 + kKnPanelCols), k0,
+               std::min(w.k, k0 + per * 16));
   });
-  for (int64_t n = 0; n < w.n; ++n) {
+  float* sum = part.get() + parts * len;
+  for (int64_t n = 0; n < len; ++n) {
     float s = 0;
-    for (int i = 0; i < used; ++i) s += part.get()[i * w.n + n];
-    y[n] = s;
+    for (int64_t i = 0; i < parts; ++i) s += part.get()[i * len + n];
+    sum[n] = s;
   }
-  kr.gemv_kn_finish(w, y);
+  kr.gemv_kn_finish(w, sum, y);
 }
 
 void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
@@ -125,8 +162,7 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
   const int64_t vw = kr.vector_width;
   if (w.layout == Layout::nk) {
     const int64_t kc = std::min(kTileK, w.k), ld = round_up(kc, vw);
-    // Enough rows per tile to reuse each block of x; small M favours more tasks.
-    const int64_t nc = m >= 32 ? 128 : 64;
+    const int64_t nc = kTileN;
     const int64_t tasks = (w.n + nc - 1) / nc;
     const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
     std::vector<Buffer> tiles;
@@ -158,13 +194,17 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
   });
 }
 
-void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m,
-         float* y, int threads) {
+void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m, float* y,
+         int threads) {
   if (m == 1 && path == Path::gemv) {
     if (w.layout == Layout::nk)
       gemv_nk(kr, w, x, y, threads);
     else
       gemv_kn(kr, w, x, y, threads);
+    return;
+  }
+  if (path == Path::gemv && w.layout == Layout::nk && m <= kGemvMaxRows) {
+    gemv_nk_multi(kr, w, x, m, y, threads);
     return;
   }
   tiled(kr, w, x, w.k, m, y, w.n, threads);
@@ -181,6 +221,18 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 }
 
 }  // namespace
+
+int64_t fused_max_rows(const Format& f, Layout layout) {
+  if (layout == Layout::kn) return 1;
+  switch (f.scheme) {
+    case Scheme::q3_K:  // tiles of these cost the most to decode (high-bit planes)
+    case Scheme::q5_K:
+    case Scheme::q6_K:
+      return 8;
+    default:
+      return 4;
+  }
+}
 
 const IsaKernels& isa_kernels(Isa isa) {
   switch (isa) {

@@ -130,10 +130,10 @@ std::string CpuFeatures::describe() const {
   std::string s = brand.empty() ? std::string("cpu") : brand;
   s += ":";
   const std::pair<bool, const char*> flags[] = {
-      {avx2, "avx2"},           {fma, "fma"},           {f16c, "f16c"},
-      {avx512f, "avx512f"},     {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"},
-      {avx512dq, "avx512dq"},   {avx512vnni, "vnni"},   {avx512bf16, "avx512bf16"},
-      {avx_vnni, "avx_vnni"},   {amx_tile, "amx"},      {amx_int8, "amx_int8"},
+      {avx2, "avx2"},         {fma, "fma"},           {f16c, "f16c"},
+      {avx512f, "avx512f"},   {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"},
+      {avx512dq, "avx512dq"}, {avx512vnni, "vnni"},   {avx512bf16, "avx512bf16"},
+      {avx_vnni, "avx_vnni"}, {amx_tile, "amx"},      {amx_int8, "amx_int8"},
       {amx_bf16, "amx_bf16"}};
   for (const auto& [on, name] : flags)
     if (on) s += fmt::format(" {}", name);

@@ -15,6 +15,7 @@ namespace quanta::cpu {
 
 namespace {
 constexpr int64_t kAnyM = std::numeric_limits<int32_t>::max();
+constexpr int64_t kFusedM = kGemvMaxRows;
 
 template <Isa kIsa>
 std::string supports_isa(const Problem&) {
@@ -24,6 +25,17 @@ std::string supports_isa(const Problem&) {
     return fmt::format("ISA capped at {} (cpu::force_isa or QUANTA_CPU_ISA)",
                        isa_name(active_isa()));
   return {};
+}
+
+// The fused path's rule: the ISA, and M within what it does better than the tiled path.
+template <Isa kIsa>
+std::string supports_fused(const Problem& p) {
+  std::string why = supports_isa<kIsa>(p);
+  if (why.empty() && p.op == Op::matmul && p.m > fused_max_rows(p.format, p.layout))
+    why = fmt::format("M = {} > {} for {} {} (the tiled path is faster)", p.m,
+                      fused_max_rows(p.format, p.layout), p.format.name(),
+                      p.layout == Layout::nk ? "[N, K]" : "[K, N]");
+  return why;
 }
 
 template <Isa kIsa, Path kPath>
@@ -38,14 +50,14 @@ constexpr Path kGemv = Path::gemv, kTiled = Path::tiled;
 // clang-format off
 const KernelEntry kTable[] = {
   // name                      op                  device          M range      supports             matmul              dequantize          why
-  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, 1,        supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "M = 1: packed weights stream once through registers, 16 lanes, threads over N (nk) or K (kn)"},
-  {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "M > 1: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows"},
+  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K; 1 for [K, N]): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn)"},
+  {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "larger M: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows; 1.3-2x OpenBLAS sgemm on the dequantized weights"},
   {"gather_qmm_avx512",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "rows grouped by expert, then the fused GEMV or tiled path per expert"},
-  {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, 1,        supports_isa<kA2>,   simd<kA2, kGemv>,    nullptr,            "M = 1 on AVX2 (8 lanes)"},
-  {"qmm_tiled_avx2",           Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA2>,   simd<kA2, kTiled>,   nullptr,            "M > 1 on AVX2"},
+  {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA2>,   simd<kA2, kGemv>,    nullptr,            "fused GEMV on AVX2 (8 lanes)"},
+  {"qmm_tiled_avx2",           Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA2>,   simd<kA2, kTiled>,   nullptr,            "tiled on AVX2"},
   {"gather_qmm_avx2",          Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA2>,   simd<kA2, kGemv>,    nullptr,            "MoE on AVX2"},
-  {"qmv_fused_scalar",         Op::matmul,         Location::host, 1, 1,        supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "M = 1, portable one-lane engine (any CPU)"},
-  {"qmm_tiled_scalar",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kTiled>,   nullptr,            "M > 1, portable one-lane engine"},
+  {"qmv_fused_scalar",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kSc>,   simd<kSc, kGemv>,    nullptr,            "fused GEMV, portable one-lane engine (any CPU)"},
+  {"qmm_tiled_scalar",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kTiled>,   nullptr,            "tiled, portable one-lane engine"},
   {"gather_qmm_scalar",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "MoE, portable one-lane engine"},
   {"matmul_generic",           Op::matmul,         Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: every format and layout"},
   {"gather_matmul_generic",    Op::gather_matmul,  Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: rows grouped by expert"},

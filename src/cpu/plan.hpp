@@ -23,11 +23,11 @@ struct WeightPlan {
   Granularity granularity = Granularity::group;
   DType scale_dtype = DType::f32;  // affine scales and biases
   int bits = 0;
-  int group = 0;        // elements along K per scale (GGUF: block), 0 for fp8
+  int group = 0;  // elements along K per scale (GGUF: block), 0 for fp8
   int64_t n = 0, k = 0;
-  int64_t row_bytes = 0;      // bytes per storage row (an N-row for nk, a K-row for kn)
+  int64_t row_bytes = 0;  // bytes per storage row (an N-row for nk, a K-row for kn)
   const uint8_t* codes = nullptr;
-  int64_t tail_row = 0;       // storage rows >= tail_row are read from tail_codes
+  int64_t tail_row = 0;  // storage rows >= tail_row are read from tail_codes
   const uint8_t* tail_codes = nullptr;
   const uint8_t* scales = nullptr;  // affine: [rows, K/G] (nk) or [K/G, N] (kn) of scale_dtype
   const uint8_t* biases = nullptr;
@@ -52,10 +52,18 @@ struct IsaKernels {
   void (*gemv_prep)(const WeightPlan& w, const float* x, float* xp, float* xs);
   void (*gemv_nk)(const WeightPlan& w, const float* xp, const float* xs, float* y, int64_t n0,
                   int64_t n1, int64_t k0, int64_t k1);
-  // GEMV, W [K, N]: y[0, N) += sum over k in [k0, k1) of x[k] * W[k, :] (f32 partial sums;
-  // k0 is a multiple of 16). Scales of fp8 are applied by gemv_kn_finish.
-  void (*gemv_kn)(const WeightPlan& w, const float* x, float* y, int64_t k0, int64_t k1);
-  void (*gemv_kn_finish)(const WeightPlan& w, float* y);
+  // The same for up to four rows of x at once (xp[i], xs[i] prepared as above; rows past m
+  // point at a zero row): y[i * ldy + n] for i < m.
+  void (*gemv_nk_multi)(const WeightPlan& w, const float* const* xp, const float* const* xs, int m,
+                        float* y, int64_t ldy, int64_t n0, int64_t n1);
+  // GEMV, W [K, N]: y[n0, n1) += sum over k in [k0, k1) of x[k] * W[k, n], partial sums in the
+  // format's lane order (n0 a multiple of 32, n1 of 32 or N, k0 of 16; y has gemv_kn_ylen
+  // floats); gemv_kn_finish turns their sum into y[0, N) (natural order, with the scales of
+  // whole columns: fp8, the nvfp4 global scale). kKnPanelCols bounds n1 - n0.
+  int64_t (*gemv_kn_ylen)(const WeightPlan& w);
+  void (*gemv_kn)(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1, int64_t k0,
+                  int64_t k1);
+  void (*gemv_kn_finish)(const WeightPlan& w, const float* sum, float* y);
   // Tiles: decoded weights in f32, natural order, scales applied.
   //   nk: tile[r][0, kc) = W[n0 + r][k0, k0 + kc) for r < rows, zero in [kc, ld); k0 and kc
   //       are multiples of the group (GGUF: block), kc may end at K.
@@ -71,12 +79,14 @@ struct IsaKernels {
                   int64_t kc, float* c, int64_t ldc, bool accumulate);
   // C[i][j] (+)= sum_k X[i][k] * T[k][j] for i < m, j < nt, k < kc: outer-product form for
   // kn tiles (T is [kc][ld], zero-padded).
-  void (*gemm_kn)(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld,
-                  int64_t nt, int64_t kc, float* c, int64_t ldc, bool accumulate);
+  void (*gemm_kn)(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld, int64_t nt,
+                  int64_t kc, float* c, int64_t ldc, bool accumulate);
   int vector_width;  // floats per vector (tile padding)
 };
 
 inline constexpr int64_t kGemvXPad = 64;
+inline constexpr int kGemvMultiRows = 4;       // rows of x per pass of gemv_nk_multi
+inline constexpr int64_t kKnPanelCols = 4096;  // columns per gemv_kn call
 
 // The kernels of each level (scalar is portable; the others exist in x86 builds).
 extern const IsaKernels kScalarKernels;

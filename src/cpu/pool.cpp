@@ -44,7 +44,8 @@ void pin_worker(int worker) {
     std::vector<int> v;
     const char* e = std::getenv("QUANTA_CPU_PIN");
     cpu_set_t allowed;
-    if (e == nullptr || e[0] != '1' || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return v;
+    if (e == nullptr || e[0] != '1' || sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+      return v;
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &allowed)) v.push_back(c);
     return v;

@@ -26,8 +26,7 @@ template <class Fn>
 void parallel_for(int64_t tasks, int workers, Fn&& fn) {
   using F = std::remove_reference_t<Fn>;
   parallel_for(
-      tasks, workers,
-      [](void* c, int64_t t, int w) { (*static_cast<F*>(c))(t, w); },
+      tasks, workers, [](void* c, int64_t t, int w) { (*static_cast<F*>(c))(t, w); },
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 

@@ -62,8 +62,7 @@ inline float f32_of_bits(uint32_t u) {
 // Storage row r: rows near the end of the buffer come from the padded copy, so whole-vector
 // loads never leave the caller's allocation.
 inline const uint8_t* row_ptr(const WeightPlan& w, int64_t r) {
-  return r < w.tail_row ? w.codes + r * w.row_bytes
-                        : w.tail_codes + (r - w.tail_row) * w.row_bytes;
+  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
 }
 
 inline int sd_size(DType t) {

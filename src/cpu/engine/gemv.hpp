@@ -1,18 +1,18 @@
-// Fused GEMV (M = 1) for the packed formats: the weights stream once from memory and are
-// decoded in registers, never stored.
+// Fused GEMV (M = 1) for W [N, K]: the packed weights stream once from memory, one row after
+// another in address order, and are decoded in registers, never stored.
 //
-// W [N, K] (nk), grouped formats (affine, mxfp4, mxfp8, nvfp4), per output row n:
+// Grouped formats (affine, mxfp4, mxfp8, nvfp4), per output row n:
 //   y[n] = post · Σ_g s[n,g] · Σ_{k∈g} x[k]·q[n,k]  +  Σ_g b[n,g] · Σ_{k∈g} x[k]
 // (q the element value, s its group scale, b the affine bias, post = 256 for E4M3 elements
 // decoded as value/256 through binary16, or nvfp4's global scale). The bias term uses the
-// group sums of x computed once per call. Four rows share each load of x.
+// group sums of x computed once per call (gemv_prep).
 // 4-bit codes are unpacked two per byte (lane j of the two vectors holds codes 2j and 2j+1),
 // so x is permuted once per call into that lane order instead of shuffling every weight.
+// One row at a time on purpose: rows read side by side (to share the loads of x) are
+// interleaved streams, which measured slower on the 2-core EPYC (docs/perf-cpu.md).
 //
 // fp8 (e4m3/e5m2, f32 scale per channel or tensor): y[n] = s[n] · Σ_k x[k]·q[n,k].
-//
-// W [K, N] (kn): y[n] = Σ_k x[k]·w[k,n], 16 K-rows (one scale row) at a time, NV vectors of
-// columns in registers; the caller splits K among threads and sums the partial y.
+// GGUF blocks: gguf_dot.hpp; several rows of x: gemv_multi.hpp; W [K, N]: gemv_kn.hpp.
 #pragma once
 
 #include "cpu/engine/common.hpp"
@@ -79,7 +79,8 @@ inline void group_scales(const WeightPlan& w, int64_t row, int64_t g0, int cnt, 
   } else {
     const uint8_t* p = w.scales + row * ng + g0;
     int i = 0;
-    for (; i + W <= cnt; i += W) V::store(out + i, kSc == Sc::e8m0 ? V::e8m0(p + i) : V::e4m3(p + i));
+    for (; i + W <= cnt; i += W)
+      V::store(out + i, kSc == Sc::e8m0 ? V::e8m0(p + i) : V::e4m3(p + i));
     for (; i < cnt; ++i) out[i] = kSc == Sc::e8m0 ? e8m0_1(p[i]) : e4m3_1(p[i]);
   }
 }
@@ -91,15 +92,16 @@ inline F bias_dot(const WeightPlan& w, int64_t row, int64_t g0, int cnt, const f
   const uint8_t* p = w.biases + (row * ng + g0) * sz;
   F acc = V::zero();
   int i = 0;
-  for (; i + W <= cnt; i += W) acc = V::fma(V::load_sd(p + i * sz, w.scale_dtype), V::load(xs + i), acc);
+  for (; i + W <= cnt; i += W)
+    acc = V::fma(V::load_sd(p + i * sz, w.scale_dtype), V::load(xs + i), acc);
   if (i < cnt)
     acc = V::fma(V::load_sd_n(p + i * sz, w.scale_dtype, cnt - i), V::load_n(xs + i, cnt - i), acc);
   return acc;
 }
 
 // The part of a GEMV one call computes: output rows [n0, n1), reduction range [k0, k1) (k0, k1
-// multiples of the group or block; k1 may be K for fp8). Rows are read one after another in
-// address order, each over [k0, k1): one stream that a software prefetch runs ahead of.
+// multiples of the group or block; k1 may be K for fp8). The driver passes whole rows (0, K):
+// the rows are then one stream, which prefetch_stream assumes.
 struct Span {
   int64_t n0, n1, k0, k1;
 };

@@ -1,5 +1,5 @@
-// Fused GEMV for a few rows of x at once (M = 2..8 in passes of up to four): each chunk of
-// weights is decoded in registers once and multiplied by up to four rows of x, so the weights
+// Fused GEMV for a few rows of x at once (M = 2..4, instantiated for two and four rows): each chunk
+// of weights is decoded in registers once and multiplied by up to four rows of x, so the weights
 // stream once per pass instead of once per row, with none of the tiled path's tile stores and
 // lane reductions (which cost 4x at M = 2). Same formulas as gemv.hpp and gguf_dot.hpp; rows
 // of x beyond the pass's count are zero rows, their results dropped.
@@ -19,11 +19,10 @@ struct MultiX {
   int m;  // rows of x that are real (1..4); the rest point at a zero row
 };
 
-template <Val kVal, int B, Sc kSc, int kG>
+template <Val kVal, int B, Sc kSc, int kG, int M>
 inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp, float* y,
                                int64_t ldy) {
   using C = Chunk<kVal, B>;
-  constexpr int M = kMultiRows;
   constexpr int64_t G = kG, kGroupBytes = G * B / 8;
   const int64_t ga = sp.k0 / G, gb = sp.k1 / G;
   float post = kVal == Val::e4m3 ? 256.0f : 1.0f;
@@ -40,7 +39,8 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
       group_scales<kSc>(w, n, g0, cnt, sc);
       sc[cnt] = sc[cnt + 1] = sc[cnt + 2] = 0.0f;
       if constexpr (kSc == Sc::affine)
-        for (int i = 0; i < M; ++i) bacc[i] = V::add(bacc[i], bias_dot(w, n, g0, cnt, mx.xs[i] + g0));
+        for (int i = 0; i < M; ++i)
+          bacc[i] = V::add(bacc[i], bias_dot(w, n, g0, cnt, mx.xs[i] + g0));
       const uint8_t* p = row + g0 * kGroupBytes;
       if constexpr (G < 2 * W) {
         // nvfp4 in 16-lane vectors: a chunk covers two groups.
@@ -83,10 +83,9 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
   }
 }
 
-template <Val kVal>
+template <Val kVal, int M>
 inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp, float* y,
                            int64_t ldy) {
-  constexpr int M = kMultiRows;
   const float post = kVal == Val::e4m3 ? 256.0f : 1.0f;
   for (int64_t n = sp.n0; n < sp.n1; ++n) {
     const uint8_t* row = row_ptr(w, n);
@@ -127,10 +126,9 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
 }
 
 // GGUF: the block's weights decoded once per vector (visitor), then one FMA per row of x.
-template <class T>
+template <class T, int M>
 inline void gguf_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp, float* y,
                             int64_t ldy) {
-  constexpr int M = kMultiRows;
   const int64_t b0 = sp.k0 / T::kElems, b1 = sp.k1 / T::kElems;
   for (int64_t n = sp.n0; n < sp.n1; ++n) {
     const uint8_t* row = row_ptr(w, n);

@@ -37,7 +37,7 @@ inline int q3k_scale(const uint8_t* s, int i) {
 
 // Nibble - 8 as f32 (Q4_0 elements).
 alignas(64) inline constexpr float kQ4Minus8[16] = {-8, -7, -6, -5, -4, -3, -2, -1,
-                                                     0,  1,  2,  3,  4,  5,  6,  7};
+                                                    0,  1,  2,  3,  4,  5,  6,  7};
 inline F nib_minus8(I raw) {
   if constexpr (W == 16)
     return V::lut(V::tbl(kQ4Minus8), raw);  // one vpermps, the mask included
@@ -98,7 +98,8 @@ struct Q5 {
       const I raw = V::u8(b + at + 4 + j);
       sink(j, V::add(V::template ucvt<4>(raw), V::select_bits(qh >> j, sixteen)), d, minus);
       sink(16 + j,
-           V::add(V::template ucvt<4>(V::template shr<4>(raw)), V::select_bits(qh >> (16 + j), sixteen)),
+           V::add(V::template ucvt<4>(V::template shr<4>(raw)),
+                  V::select_bits(qh >> (16 + j), sixteen)),
            d, minus);
     }
   }
@@ -153,7 +154,8 @@ struct Q3_K {
         for (int l = 0; l < 32; l += W) {
           const float dl = d * static_cast<float>(q3k_scale(scales, 8 * h + 2 * j + l / 16));
           const F q2 = V::template ucvt<2>(V::shr_var(V::u8(qs + 32 * h + l), 2 * j));
-          const F q = V::add(q2, V::select_bytes(hm + l, static_cast<uint8_t>(1u << (4 * h + j)), four));
+          const F q =
+              V::add(q2, V::select_bytes(hm + l, static_cast<uint8_t>(1u << (4 * h + j)), four));
           sink(128 * h + 32 * j + l, q, dl, 4.0f * dl);
         }
   }
@@ -209,11 +211,14 @@ struct Q6_K {
         const int is = l / 16;
         const I a = V::u8(ql + l), c = V::u8(ql + 32 + l), hq = V::u8(qh + l);
         const I q1 = V::or_(V::and_(a, m4), V::template shl<4>(V::and_(hq, m2)));
-        const I q2 = V::or_(V::and_(c, m4), V::template shl<4>(V::and_(V::template shr<2>(hq), m2)));
-        const I q3 = V::or_(V::template shr<4>(a), V::template shl<4>(V::and_(V::template shr<4>(hq), m2)));
+        const I q2 =
+            V::or_(V::and_(c, m4), V::template shl<4>(V::and_(V::template shr<2>(hq), m2)));
+        const I q3 =
+            V::or_(V::template shr<4>(a), V::template shl<4>(V::and_(V::template shr<4>(hq), m2)));
         const I q4 = V::or_(V::template shr<4>(c), V::template shl<4>(V::template shr<6>(hq)));
         const float d1 = d * static_cast<float>(sc[is]), d2 = d * static_cast<float>(sc[is + 2]);
-        const float d3 = d * static_cast<float>(sc[is + 4]), d4 = d * static_cast<float>(sc[is + 6]);
+        const float d3 = d * static_cast<float>(sc[is + 4]),
+                    d4 = d * static_cast<float>(sc[is + 6]);
         sink(128 * h + l, V::cvt(q1), d1, 32.0f * d1);
         sink(128 * h + 32 + l, V::cvt(q2), d2, 32.0f * d2);
         sink(128 * h + 64 + l, V::cvt(q3), d3, 32.0f * d3);

@@ -27,7 +27,7 @@ template <>
 inline constexpr int kXsElems<QK45<true>> = 32;
 
 alignas(64) inline constexpr float kQ5Minus16[16] = {-16, -15, -14, -13, -12, -11, -10, -9,
-                                                      -8,  -7,  -6,  -5,  -4,  -3,  -2,  -1};
+                                                     -8,  -7,  -6,  -5,  -4,  -3,  -2,  -1};
 
 // The float of the low nibble of each lane, minus 16 (one vpermps on 16 lanes).
 inline F nib_minus16(I raw) {
@@ -118,12 +118,14 @@ struct Dot<Q2_K> {
         const I raw = V::u8(qs + 32 * h + l);
         const int off = 128 * h + l;
         a = V::fma(sc.bcast(off / 16), V::mul(V::load(x + off), V::template ucvt<2>(raw)), a);
-        a2 = V::fma(sc.bcast(off / 16 + 2),
-                    V::mul(V::load(x + off + 32), V::template ucvt<2>(V::template shr<2>(raw))), a2);
+        a2 =
+            V::fma(sc.bcast(off / 16 + 2),
+                   V::mul(V::load(x + off + 32), V::template ucvt<2>(V::template shr<2>(raw))), a2);
         a = V::fma(sc.bcast(off / 16 + 4),
                    V::mul(V::load(x + off + 64), V::template ucvt<2>(V::template shr<4>(raw))), a);
-        a2 = V::fma(sc.bcast(off / 16 + 6),
-                    V::mul(V::load(x + off + 96), V::template ucvt<2>(V::template shr<6>(raw))), a2);
+        a2 =
+            V::fma(sc.bcast(off / 16 + 6),
+                   V::mul(V::load(x + off + 96), V::template ucvt<2>(V::template shr<6>(raw))), a2);
       }
     acc = V::add(a, a2);
   }
@@ -157,7 +159,8 @@ struct Dot<Q3_K> {
         const I raw = V::u8(qs + 32 * h + l), hb = V::u8(hm + l);
         const int off = 128 * h + l;
         auto term = [&](int j, I q2raw, F& t) {
-          const F q = V::add(V::template ucvt<2>(q2raw), V::select_lanes(hb, 1u << (4 * h + j), four));
+          const F q =
+              V::add(V::template ucvt<2>(q2raw), V::select_lanes(hb, 1u << (4 * h + j), four));
           t = V::fma(sc.bcast(off / 16 + 2 * j), V::mul(V::load(x + off + 32 * j), q), t);
         };
         term(0, raw, a);
@@ -236,8 +239,10 @@ struct Dot<Q6_K> {
         const int is = 8 * h + l / 16;
         const I p = V::u8(ql + l), c = V::u8(ql + 32 + l), hq = V::u8(qh + l);
         const I q1 = V::or_(V::and_(p, m4), V::template shl<4>(V::and_(hq, m2)));
-        const I q2 = V::or_(V::and_(c, m4), V::template shl<4>(V::and_(V::template shr<2>(hq), m2)));
-        const I q3 = V::or_(V::template shr<4>(p), V::template shl<4>(V::and_(V::template shr<4>(hq), m2)));
+        const I q2 =
+            V::or_(V::and_(c, m4), V::template shl<4>(V::and_(V::template shr<2>(hq), m2)));
+        const I q3 =
+            V::or_(V::template shr<4>(p), V::template shl<4>(V::and_(V::template shr<4>(hq), m2)));
         const I q4 = V::or_(V::template shr<4>(c), V::template shl<4>(V::template shr<6>(hq)));
         a = V::fma(sc.bcast(is), V::mul(V::load(xh + l), V::cvt(q1)), a);
         a2 = V::fma(sc.bcast(is + 2), V::mul(V::load(xh + 32 + l), V::cvt(q2)), a2);
@@ -253,8 +258,8 @@ struct Dot<Q6_K> {
 // Four blocks are in flight, each summing into its own register: one chain would wait on the
 // FMA latency (4 cycles per vector) instead of the loads.
 template <class T>
-inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int64_t n0,
-                      int64_t n1, int64_t k0, int64_t k1, float* y) {
+inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int64_t n0, int64_t n1,
+                      int64_t k0, int64_t k1, float* y) {
   constexpr int kXs = kXsElems<T> ? T::kElems / kXsElems<T> : 0;  // x sums per block
   const int64_t b0 = k0 / T::kElems, b1 = k1 / T::kElems;
   for (int64_t n = n0; n < n1; ++n) {

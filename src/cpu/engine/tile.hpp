@@ -76,8 +76,10 @@ inline void decode_kn_rows(const WeightPlan& w, int64_t k0, int64_t rows, int64_
       F wv;
       if constexpr (kSc == Sc::affine) {
         const int sz = sd_size(w.scale_dtype);
-        const F s = V::load_sd_n(w.scales + (g * w.n + n) * sz, w.scale_dtype, cnt);
-        const F b = V::load_sd_n(w.biases + (g * w.n + n) * sz, w.scale_dtype, cnt);
+        const uint8_t* sp = w.scales + (g * w.n + n) * sz;
+        const uint8_t* bp = w.biases + (g * w.n + n) * sz;
+        const F s = cnt == W ? V::load_sd(sp, w.scale_dtype) : V::load_sd_n(sp, w.scale_dtype, cnt);
+        const F b = cnt == W ? V::load_sd(bp, w.scale_dtype) : V::load_sd_n(bp, w.scale_dtype, cnt);
         wv = V::fma(q, s, b);
       } else if constexpr (kSc == Sc::f32) {
         if (w.granularity == Granularity::channel) {
@@ -88,9 +90,13 @@ inline void decode_kn_rows(const WeightPlan& w, int64_t k0, int64_t rows, int64_
           wv = V::mul(q, V::set1(s));
         }
       } else {
+        const uint8_t* sp = w.scales + g * w.n + n;
         alignas(64) uint8_t buf[64] = {};
-        std::memcpy(buf, w.scales + g * w.n + n, static_cast<std::size_t>(cnt));
-        const F s = kSc == Sc::e8m0 ? V::e8m0(buf) : V::mul(V::e4m3(buf), V::set1(w.global));
+        if (cnt < W) {
+          std::memcpy(buf, sp, static_cast<std::size_t>(cnt));
+          sp = buf;
+        }
+        const F s = kSc == Sc::e8m0 ? V::e8m0(sp) : V::mul(V::e4m3(sp), V::set1(w.global));
         wv = V::mul(q, s);
       }
       if (cnt == W) {
@@ -212,7 +218,8 @@ inline void gemm_nk(const float* x, int64_t ldx, int64_t m, const float* t, int6
       [&]<int... Is>(std::integer_sequence<int, Is...>) {
         ((mr == Is + 1 ? dot_block<Is + 1>(xi, ldx, tj, ld, nr, kc, cij, ldc, accumulate) : void()),
          ...);
-      }(std::make_integer_sequence<int, MR>{});
+      }
+      (std::make_integer_sequence<int, MR>{});
     }
   }
 }
@@ -261,7 +268,8 @@ inline void gemm_kn(const float* x, int64_t ldx, int64_t m, const float* t, int6
                 outer_block<kM, kV>(xi, ldx, t + j, ld, nt - j, kc, cij, ldc, accumulate);
             }(),
             ...);
-      }(std::make_integer_sequence<int, MR * NV>{});
+      }
+      (std::make_integer_sequence<int, MR * NV>{});
     }
   }
 }

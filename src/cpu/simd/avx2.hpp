@@ -55,7 +55,9 @@ struct V {
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
-  static void prefetch_nta(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA); }
+  static void prefetch_nta(const void* p) {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
+  }
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
@@ -110,19 +112,30 @@ struct V {
   // Bytes [i, i + 8) (i is 0 or 8) of the 16-byte little-endian array u, as floats.
   static F u8_words(const uint32_t* u, int i) {
     const uint32_t* w = u + i / 4;
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-        _mm_set_epi32(0, 0, static_cast<int>(w[1]), static_cast<int>(w[0]))));
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(w[1]), static_cast<int>(w[0]))));
   }
   static F load_upper8(const float* p) { return _mm256_loadu_ps(p); }  // (16-lane only)
   static F select_lanes(I v, uint32_t bit, F x) {
-    const I zero_lanes = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(bit))),
-                                            _mm256_setzero_si256());
+    const I zero_lanes = _mm256_cmpeq_epi32(
+        _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(bit))), _mm256_setzero_si256());
     return _mm256_andnot_ps(_mm256_castsi256_ps(zero_lanes), x);
   }
   static F half_bcast(const uint8_t* p) {
     int16_t h;
     std::memcpy(&h, p, 2);
     return _mm256_cvtph_ps(_mm_set1_epi16(h));
+  }
+  static void deinterleave(F a, F b, F& even, F& odd) {
+    even = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+    odd = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+  }
+  static void interleave(F even, F odd, F& a, F& b) {
+    const F lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    a = _mm256_permute2f128_ps(lo, hi, 0x20);
+    b = _mm256_permute2f128_ps(lo, hi, 0x31);
   }
   static Tbl tbl(const float* t16) { return {_mm256_loadu_ps(t16), _mm256_loadu_ps(t16 + 8)}; }
   static F lut(Tbl t, I idx) {
@@ -218,8 +231,8 @@ struct V {
   // ---- lane masks ----
   static F select_bits(uint32_t bits, F x) {
     const I bit = _mm256_load_si256(reinterpret_cast<const __m256i*>(vdetail::kBit));
-    const I m = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), bit),
-                                   bit);
+    const I m =
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), bit), bit);
     return _mm256_and_ps(x, _mm256_castsi256_ps(m));
   }
   static F select_bytes(const uint8_t* p, uint8_t m, F x) {

@@ -51,7 +51,8 @@ struct IotaTbl {
 template <int B>
 inline constexpr IotaTbl<B> kIota{};
 
-alignas(64) inline constexpr int32_t kHalfSplit[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+alignas(64) inline constexpr int32_t kHalfSplit[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                       1, 1, 1, 1, 1, 1, 1, 1};
 }  // namespace vdetail
 
 struct V {
@@ -65,7 +66,9 @@ struct V {
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
-  static void prefetch_nta(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA); }
+  static void prefetch_nta(const void* p) {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
+  }
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
@@ -121,20 +124,35 @@ struct V {
   static F lane(F v, int j) { return _mm512_permutexvar_ps(_mm512_set1_epi32(j), v); }
   // Bytes [i, i + 16) of the 16-byte little-endian array u, as floats (i is 0).
   static F u8_words(const uint32_t* u, int) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
-                                                                 static_cast<int>(u[1]), static_cast<int>(u[0]))));
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
+                                           static_cast<int>(u[1]), static_cast<int>(u[0]))));
   }
   // Lanes 8-15 from p[0, 8), lanes 0-7 zero.
   static F load_upper8(const float* p) { return _mm512_maskz_loadu_ps(0xff00, p - 8); }
   // x in lanes whose integer lane of v has a bit of `bit` set, 0 elsewhere.
   static F select_lanes(I v, uint32_t bit, F x) {
-    return _mm512_maskz_mov_ps(_mm512_test_epi32_mask(v, _mm512_set1_epi32(static_cast<int>(bit))), x);
+    return _mm512_maskz_mov_ps(_mm512_test_epi32_mask(v, _mm512_set1_epi32(static_cast<int>(bit))),
+                               x);
   }
   // The binary16 at p, converted, in every lane.
   static F half_bcast(const uint8_t* p) {
     int16_t h;
     std::memcpy(&h, p, 2);
     return _mm512_cvtph_ps(_mm256_set1_epi16(h));
+  }
+  // Even and odd lanes of the 2W-lane sequence (a, b), and back.
+  static void deinterleave(F a, F b, F& even, F& odd) {
+    even = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+    odd = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+  }
+  static void interleave(F even, F odd, F& a, F& b) {
+    a = _mm512_permutex2var_ps(
+        even, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), odd);
+    b = _mm512_permutex2var_ps(
+        even, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), odd);
   }
   static Tbl tbl(const float* t16) { return _mm512_loadu_ps(t16); }
   static F lut(Tbl t, I idx) { return _mm512_permutexvar_ps(idx, t); }

@@ -48,7 +48,9 @@ struct V {
   }
 
   static I u8(const uint8_t* p) { return *p; }
-  static I s8(const uint8_t* p) { return static_cast<I>(static_cast<int32_t>(static_cast<int8_t>(*p))); }
+  static I s8(const uint8_t* p) {
+    return static_cast<I>(static_cast<int32_t>(static_cast<int8_t>(*p)));
+  }
   static I seti(int v) { return static_cast<I>(v); }
   template <int N>
   static I shr(I v) {
@@ -69,6 +71,14 @@ struct V {
   static F load_upper8(const float* p) { return *p; }  // (16-lane only)
   static F select_lanes(I v, uint32_t bit, F x) { return (v & bit) ? x : 0.0f; }
   static F half_bcast(const uint8_t* p) { return half1(p); }
+  static void deinterleave(F a, F b, F& even, F& odd) {
+    even = a;
+    odd = b;
+  }
+  static void interleave(F even, F odd, F& a, F& b) {
+    a = even;
+    b = odd;
+  }
   static Tbl tbl(const float* t16) { return t16; }
   static F lut(Tbl t, I idx) { return t[idx & 15u]; }
   template <int B>
