@@ -29,71 +29,6 @@ void PrintTo(const Format& f, std::ostream* os) {
 namespace {
 using test::random_dense;
 
-// K-quants have no encoder: random block bytes with small finite f16 scales.
-QuantizedMatrix random_kquant(Scheme s, int64_t n, int64_t k, uint32_t seed, int64_t batch) {
-  QuantizedMatrix m =
-      QuantizedMatrix::allocate_host(Format::gguf(s), n, k, DType::f32, Layout::nk, batch);
-  std::mt19937 rng(seed);
-  const auto bytes = m.footprint().code_bytes * static_cast<size_t>(batch);
-  for (size_t i = 0; i < bytes; ++i) m.codes[i] = static_cast<std::byte>(rng() & 0xff);
-  const SchemeInfo& info = scheme_info(s);
-  auto set_f16 = [&](size_t block, size_t offset, float v) {
-    const uint16_t h = f32_to_f16_bits(v);
-    std::memcpy(m.codes + block * info.block_bytes + offset, &h, 2);
-  };
-  std::uniform_real_distribution<float> u(0.001f, 0.02f);
-  for (size_t b = 0; b < bytes / info.block_bytes; ++b) {
-    using namespace codec::gguf;
-    switch (s) {
-      case Scheme::q2_K:
-        set_f16(b, offsetof(block_q2_K, d), u(rng));
-        set_f16(b, offsetof(block_q2_K, dmin), u(rng));
-        break;
-      case Scheme::q3_K:
-        set_f16(b, offsetof(block_q3_K, d), u(rng));
-        break;
-      case Scheme::q4_K:
-        set_f16(b, offsetof(block_q4_K, d), u(rng));
-        set_f16(b, offsetof(block_q4_K, dmin), u(rng));
-        break;
-      case Scheme::q5_K:
-        set_f16(b, offsetof(block_q5_K, d), u(rng));
-        set_f16(b, offsetof(block_q5_K, dmin), u(rng));
-        break;
-      default:
-        set_f16(b, offsetof(block_q6_K, d), u(rng));
-        break;
-    }
-  }
-  return m;
-}
-
-// A quantized random matrix of format f (weights in dtype t, which is also the scale dtype).
-QuantizedMatrix make_weights(const Format& f, DType t, int64_t n, int64_t k, Layout layout,
-                             uint32_t seed, int64_t batch = 1) {
-  if (!f.info().encode) return random_kquant(f.scheme, n, k, seed, batch);
-  if (batch == 1) {
-    const Dense w =
-        layout == Layout::nk ? random_dense(t, n, k, seed) : random_dense(t, k, n, seed);
-    QuantizeOptions o;
-    o.layout = layout;
-    if (f.scheme == Scheme::nvfp4 && seed % 2) o.nvfp4_tensor_amax = 6.0f;
-    return quantize(w.view(), f, o);
-  }
-  // A stack: quantize each expert and copy it into one allocation.
-  QuantizedMatrix stack = QuantizedMatrix::allocate_host(f, n, k, t, layout, batch);
-  const Footprint fp = stack.footprint();
-  for (int64_t e = 0; e < batch; ++e) {
-    const QuantizedMatrix one =
-        make_weights(f, t, n, k, layout, seed + static_cast<uint32_t>(e) * 7);
-    const QuantizedMatrix dst = stack.expert(e);
-    std::memcpy(dst.codes, one.codes, fp.code_bytes);
-    if (fp.scale_bytes) std::memcpy(dst.scales, one.scales, fp.scale_bytes);
-    if (fp.bias_bytes) std::memcpy(dst.biases, one.biases, fp.bias_bytes);
-  }
-  return stack;
-}
-
 std::vector<const KernelEntry*> host_kernels(Op op) {
   std::vector<const KernelEntry*> v;
   for (const KernelEntry* e : all_kernels())
@@ -102,7 +37,8 @@ std::vector<const KernelEntry*> host_kernels(Op op) {
 }
 
 void check_matmul(const Format& f, DType t, Layout layout, int64_t m, int64_t n, int64_t k) {
-  const QuantizedMatrix w = make_weights(f, t, n, k, layout, static_cast<uint32_t>(m * 131 + n));
+  const QuantizedMatrix w =
+      test::host_weights(f, t, n, k, layout, static_cast<uint32_t>(m * 131 + n));
   const Dense x = random_dense(t, m, k, static_cast<uint32_t>(m + 7), 1.0f, false);
   const auto want = ref::matmul(x.view(), w);
   int ran = 0;
@@ -138,7 +74,7 @@ TEST_P(OpsEveryFormat, DequantizeMatchesOracle) {
   for (Layout layout : {Layout::nk, Layout::kn}) {
     if (layout == Layout::kn && !f.info().kn_layout) continue;
     for (DType t : kAllDTypes) {
-      const QuantizedMatrix w = make_weights(f, t, 64, 512, layout, 5);
+      const QuantizedMatrix w = test::host_weights(f, t, 64, 512, layout, 5);
       const auto want = ref::dequantize(w);  // logical [N][K]
       Dense out(t, layout == Layout::nk ? 64 : 512, layout == Layout::nk ? 512 : 64);
       out.poison();
@@ -161,7 +97,7 @@ TEST_P(OpsEveryFormat, DequantizeMatchesOracle) {
 TEST_P(OpsEveryFormat, GatherMatmulMatchesOracle) {
   const Format f = GetParam();
   const int64_t k = f.group_size > 128 ? 512 : 256;
-  const QuantizedMatrix w = make_weights(f, DType::f32, 24, k, Layout::nk, 9, /*batch=*/3);
+  const QuantizedMatrix w = test::host_weights(f, DType::f32, 24, k, Layout::nk, 9, /*batch=*/3);
   const Dense x = random_dense(DType::f32, 7, k, 11, 1.0f, false);
   const std::vector<int32_t> ids = {2, 0, 2, 1, 1, 0, 2};
   Dense y(DType::f32, 7, 24);
@@ -223,7 +159,8 @@ TEST(OpsErrors, MatmulArguments) {
 }
 
 TEST(OpsErrors, GatherArguments) {
-  QuantizedMatrix w = make_weights(Format::affine(4, 64), DType::f32, 8, 64, Layout::nk, 1, 2);
+  QuantizedMatrix w =
+      test::host_weights(Format::affine(4, 64), DType::f32, 8, 64, Layout::nk, 1, 2);
   Dense x(DType::f32, 3, 64), y(DType::f32, 3, 8);
   const std::vector<int32_t> bad = {0, 2, 1};
   expect_error([&] { gather_matmul(x.view(), w, bad.data(), y.mut()); },

@@ -101,6 +101,35 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A 16-row tile split over a block's warps and the four lanes of each mma quad: lane
+// (g = lane/4, q = lane%4) of every warp holds partial sums of rows g and g+8. Sums them over q,
+// then over the warps through `smem` (>= warps·16 floats; the caller's buffers are dead), and
+// stores rows row0..row0+15 that are < n. Must be reached by every thread of the block.
+template <class T>
+__device__ __forceinline__ void store_row_tile(float acc_lo, float acc_hi, void* smem, int row0,
+                                               int n, T* y) {
+  constexpr int kRows = 16;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 1);
+  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 2);
+  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 1);
+  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 2);
+  __syncthreads();
+  float* partial = static_cast<float*>(smem);  // [warp][row]
+  if ((lane & 3) == 0) {
+    partial[warp * kRows + (lane >> 2)] = acc_lo;
+    partial[warp * kRows + (lane >> 2) + 8] = acc_hi;
+  }
+  __syncthreads();
+  if (threadIdx.x < kRows) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += partial[w * kRows + static_cast<int>(threadIdx.x)];
+    const int row = row0 + static_cast<int>(threadIdx.x);
+    if (row < n) y[row] = from_f32<T>(sum);
+  }
+}
+
 // ---- host dispatch ---------------------------------------------------------------------------
 
 template <class T>

@@ -274,24 +274,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     }
   }
 
-  // Rows g, g+8: sum the four group lanes, then the warps (reusing shared memory).
-  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 1);
-  acc_lo += __shfl_xor_sync(0xffffffffu, acc_lo, 2);
-  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 1);
-  acc_hi += __shfl_xor_sync(0xffffffffu, acc_hi, 2);
-  __syncthreads();
-  float* partial = reinterpret_cast<float*>(smem);  // [warp][row]
-  if (q == 0) {
-    partial[warp * kI8Rows + g] = acc_lo;
-    partial[warp * kI8Rows + g + 8] = acc_hi;
-  }
-  __syncthreads();
-  if (threadIdx.x < kI8Rows) {
-    float sum = 0.0f;
-    for (int w = 0; w < warps; ++w) sum += partial[w * kI8Rows + static_cast<int>(threadIdx.x)];
-    const int row = row0 + static_cast<int>(threadIdx.x);
-    if (row < a.n) static_cast<T*>(a.y)[row] = from_f32<T>(sum);
-  }
+  store_row_tile<T>(acc_lo, acc_hi, smem, row0, a.n, static_cast<T*>(a.y));
 }
 
 // Pre-pass, then the main kernel with programmatic dependent launch.

@@ -306,7 +306,8 @@ QuantizeSummary quantize_checkpoint(const fs::path& in, const fs::path& out,
     for (const auto& o : outputs) index["weight_map"][o.spec.name] = shard_name(o.shard);
     std::ofstream index_file(out / "model.safetensors.index.json");
     index_file << index.dump(4) << "\n";
-    if (!index_file) detail::fail(kWhere, (out / "model.safetensors.index.json").string(), "cannot write");
+    if (!index_file)
+      detail::fail(kWhere, (out / "model.safetensors.index.json").string(), "cannot write");
   }
 
   // config.json: the source's, plus the quantization block mlx-lm writes (utils.py
