@@ -43,7 +43,8 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(1, t)), "qmv_affine_i8");
     EXPECT_EQ(pick(affine_problem(1, t, 3)), "qmv_affine_rd");
     EXPECT_EQ(pick(affine_problem(1, t, 4, 32, 4096, 4160)), "qmv_affine_tc");  // K % 128 != 0
-    for (int64_t m : {2, 3, 4, 16, 32})
+    EXPECT_EQ(pick(affine_problem(2, t)), "qmv_affine_i8");
+    for (int64_t m : {3, 4, 16, 32})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
     for (int64_t m : {33, 257, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_mma") << "M=" << m;
@@ -60,7 +61,9 @@ TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
       EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g)),
                 whole_bytes ? "qmv_affine_i8" : "qmv_affine_rd")
           << b << " " << g;
-      EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)), "qmm_affine_tc") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)),
+                whole_bytes ? "qmv_affine_i8" : "qmm_affine_tc")
+          << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::f32, b, g)), "qmv_affine_f32") << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g, 14336, 5120, Layout::kn)), "qvm_affine")
           << b << " " << g;

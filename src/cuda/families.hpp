@@ -33,7 +33,7 @@ std::string qmv_affine_rd_supports(const Problem& p);
 void qmv_affine_rd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
-// qmv_affine_i8.cu: affine nk, f16/bf16, 2/4/8-bit, M = 1; x as two int8 planes per group
+// qmv_affine_i8.cu: affine nk, f16/bf16, 2/4/8-bit, M <= 2; x as two int8 planes per group
 // (a pre-pass), codes as u8 mma operands (m16n8k32), int32 accumulation.
 std::string qmv_affine_i8_supports(const Problem& p);
 void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

@@ -12,24 +12,42 @@
 namespace quanta::cuda {
 
 // clang-format off
-extern template cudaError_t launch_qmv_affine_i8<__half, 2, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 2, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 2, 128>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 4, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 4, 128>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 8, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__half, 8, 128>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64>(const I8Args&, int, cudaStream_t);
-extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 2, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 4, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 8, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 2>(const I8Args&, int, cudaStream_t);
 // clang-format on
 
 std::string qmv_affine_i8_supports(const Problem& p) {
@@ -40,7 +58,7 @@ std::string qmv_affine_i8_supports(const Problem& p) {
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.k % (4 * p.format.group_size) != 0) return "needs K % (4 * group_size) == 0";
-  if (i8_smem_bytes(static_cast<int>(p.k), p.format.group_size) > 200 * 1024)
+  if (i8_smem_bytes(static_cast<int>(p.k), p.format.group_size, static_cast<int>(p.m)) > 200 * 1024)
     return "K too long for x's planes in shared memory";
   if (p.compute_capability != 0 && p.compute_capability < 90)
     return "needs sm_90 (programmatic dependent launch)";
@@ -71,8 +89,10 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
     return matmul_generic(x, w, nullptr, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   const int groups = static_cast<int>(w.k / w.format.group_size);
-  auto* scratch = static_cast<uint8_t*>(stream_scratch(
-      stream, Scratch::x_planes, i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * groups));
+  auto* scratch = static_cast<uint8_t*>(
+      stream_scratch(stream, Scratch::x_planes,
+                     static_cast<std::size_t>(x.rows) *
+                         (i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * groups)));
   I8Args a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
   a.scales = w.scales;
@@ -80,23 +100,30 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.x = x.data;
   a.y = y.data;
   a.planes = reinterpret_cast<uint32_t*>(scratch);
-  a.gx = reinterpret_cast<float2*>(scratch + i8_planes_bytes(static_cast<int>(w.k)));
+  a.gx = reinterpret_cast<float2*>(scratch + x.rows * i8_planes_bytes(static_cast<int>(w.k)));
+  a.m = static_cast<int32_t>(x.rows);
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
   const int warps = warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4);
   cudaError_t status = cudaSuccess;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
+    auto by_rows = [&]<int BITS, int G>() {
+      if (a.m == 1)
+        status = launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream);
+      else
+        status = launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+    };
     auto by_group = [&]<int BITS>() {
       switch (w.format.group_size) {
         case 32:
-          status = launch_qmv_affine_i8<T, BITS, 32>(a, warps, stream);
+          by_rows.template operator()<BITS, 32>();
           break;
         case 64:
-          status = launch_qmv_affine_i8<T, BITS, 64>(a, warps, stream);
+          by_rows.template operator()<BITS, 64>();
           break;
         default:
-          status = launch_qmv_affine_i8<T, BITS, 128>(a, warps, stream);
+          by_rows.template operator()<BITS, 128>();
           break;
       }
     };

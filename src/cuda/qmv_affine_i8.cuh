@@ -47,7 +47,7 @@ struct I8Args {
   void* y;             // T [N]
   uint32_t* planes;    // written by the pre-pass, B-fragment order (see I8Geom)
   float2* gx;          // [K/G]: (d_g, X_g), written by the pre-pass
-  int32_t n, k;
+  int32_t m, n, k;     // m <= MT rows of x; the planes and (d, X) are per row of x
   int64_t row_bytes;
 };
 
@@ -111,7 +111,12 @@ __device__ __forceinline__ void grid_dependency_release() {
 // Pre-pass: one thread per code word of x's positions (32/BITS elements). Group max and sum by
 // shuffles among the G·BITS/32 threads of a group (consecutive lanes of one warp).
 template <class T, int BITS, int G>
-__global__ void qmv_x_planes_kernel(const T* x, uint32_t* planes, float2* gx, int k) {
+__global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, float2* gx_rows,
+                                    int k) {
+  // Row blockIdx.y of x; its planes and (d, X) follow the previous row's.
+  const T* x = x_rows + static_cast<int64_t>(blockIdx.y) * k;
+  uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * k / 2;
+  float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * (k / G);
   grid_dependency_release();  // the main kernel may start loading codes now
   using Geom = I8Geom<BITS, G>;
   constexpr int kPerThread = 32 / BITS;  // x elements: one code word's positions
@@ -183,11 +188,11 @@ __host__ __device__ inline std::size_t i8_gx_bytes(int groups) {
 __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
   return static_cast<std::size_t>(k) * 2;
 }
-inline std::size_t i8_smem_bytes(int k, int group) {
-  return i8_gx_bytes(k / group) + i8_planes_bytes(k);
+inline std::size_t i8_smem_bytes(int k, int group, int rows) {
+  return static_cast<std::size_t>(rows) * (i8_gx_bytes(k / group) + i8_planes_bytes(k));
 }
 
-template <class T, int BITS, int G>
+template <class T, int BITS, int G, int MT>
 __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
   using Geom = I8Geom<BITS, G>;
   constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::kDepth;
@@ -219,22 +224,29 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 #pragma unroll
     for (int p = 0; p < P; ++p) load_piece(warp + u * warps, p, ring_lo[u][p], ring_hi[u][p]);
 
-  // Shared memory: (d, X) [groups], then the planes [groups][2][kPlaneWords].
-  float2* gx = reinterpret_cast<float2*>(smem);
-  uint32_t* planes = reinterpret_cast<uint32_t*>(smem + i8_gx_bytes(groups));
+  // Shared memory per row m of x: (d, X) [groups], then the planes [groups][2][kPlaneWords].
+  // Rows m >= a.m (MT rounds M up) are never read.
+  const std::size_t row_smem = i8_gx_bytes(groups) + i8_planes_bytes(a.k);
+  auto gx_of = [&](int m) { return reinterpret_cast<float2*>(smem + m * row_smem); };
+  auto planes_of = [&](int m) {
+    return reinterpret_cast<uint32_t*>(smem + m * row_smem + i8_gx_bytes(groups));
+  };
   grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
-  for (int i = static_cast<int>(threadIdx.x); i < groups; i += static_cast<int>(blockDim.x))
-    gx[i] = a.gx[i];
-  const int plane_vecs = static_cast<int>(i8_planes_bytes(a.k) / 16);
-  for (int i = static_cast<int>(threadIdx.x); i < plane_vecs; i += static_cast<int>(blockDim.x))
-    reinterpret_cast<uint4*>(planes)[i] = reinterpret_cast<const uint4*>(a.planes)[i];
+  for (int m = 0; m < a.m; ++m) {
+    for (int i = static_cast<int>(threadIdx.x); i < groups; i += static_cast<int>(blockDim.x))
+      gx_of(m)[i] = a.gx[m * groups + i];
+    const int plane_vecs = static_cast<int>(i8_planes_bytes(a.k) / 16);
+    const uint4* src = reinterpret_cast<const uint4*>(a.planes) + m * plane_vecs;
+    for (int i = static_cast<int>(threadIdx.x); i < plane_vecs; i += static_cast<int>(blockDim.x))
+      reinterpret_cast<uint4*>(planes_of(m))[i] = src[i];
+  }
   __syncthreads();
 
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
   const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups,
                 sb_hi = static_cast<int64_t>(r_hi) * groups;
-  float acc_lo = 0.0f, acc_hi = 0.0f;
+  float acc_lo[MT] = {}, acc_hi[MT] = {};
   for (int s0 = warp; s0 < steps; s0 += DS * warps) {
 #pragma unroll
     for (int u = 0; u < DS; ++u) {
@@ -244,48 +256,66 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
       // Scale and bias loads go out first: they are needed last.
       const T s_lo = scales[sb_lo + grp], b_lo = biases[sb_lo + grp];
       const T s_hi = scales[sb_hi + grp], b_hi = biases[sb_hi + grp];
-      const uint32_t* bsrc = planes + (grp * 2 + plane) * Geom::kPlaneWords;
-      int c[4] = {0, 0, 0, 0};
+      const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
+      int c[MT][4] = {};
 #pragma unroll
       for (int p = 0; p < P; ++p) {
-        uint32_t bw[Geom::kSlices * 2];
+        // The codes of this piece, as u8x4 mma registers, serve every row of x.
+        uint32_t a_lo[Geom::kRegs], a_hi[Geom::kRegs];
 #pragma unroll
-        for (int i = 0; i < Geom::kSlices * 2; i += 4) {
-          const uint4 v = b_lane ? *reinterpret_cast<const uint4*>(bsrc + p * Geom::kSlices * 2 + i)
-                                 : make_uint4(0u, 0u, 0u, 0u);
-          bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
+        for (int r = 0; r < Geom::kRegs; ++r) {
+          a_lo[r] = i8_code_reg<BITS, W>(ring_lo[u][p], r);
+          a_hi[r] = i8_code_reg<BITS, W>(ring_hi[u][p], r);
         }
 #pragma unroll
-        for (int j = 0; j < Geom::kSlices; ++j)
-          imma_16832(c, i8_code_reg<BITS, W>(ring_lo[u][p], 2 * j),
-                     i8_code_reg<BITS, W>(ring_hi[u][p], 2 * j),
-                     i8_code_reg<BITS, W>(ring_lo[u][p], 2 * j + 1),
-                     i8_code_reg<BITS, W>(ring_hi[u][p], 2 * j + 1), bw[2 * j], bw[2 * j + 1]);
+        for (int m = 0; m < MT; ++m) {
+          const uint32_t* bsrc = planes_of(m) + boff + p * Geom::kSlices * 2;
+          uint32_t bw[Geom::kSlices * 2];
+#pragma unroll
+          for (int i = 0; i < Geom::kSlices * 2; i += 4) {
+            const uint4 v = b_lane && m < a.m ? *reinterpret_cast<const uint4*>(bsrc + i)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+            bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
+          }
+#pragma unroll
+          for (int j = 0; j < Geom::kSlices; ++j)
+            imma_16832(c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1], a_hi[2 * j + 1], bw[2 * j],
+                       bw[2 * j + 1]);
+        }
         load_piece(s + DS * warps, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
       }
-      // c[0], c[1] = H, L of row g; c[2], c[3] of row g+8; all for group grp.
-      const float2 dx = gx[grp];
-      const float v_lo =
-          dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
-      const float v_hi =
-          dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
-      acc_lo = fmaf(to_f32(s_lo), v_lo, fmaf(to_f32(b_lo), dx.y, acc_lo));
-      acc_hi = fmaf(to_f32(s_hi), v_hi, fmaf(to_f32(b_hi), dx.y, acc_hi));
+      // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
+      const float sl = to_f32(s_lo), bl = to_f32(b_lo), sh = to_f32(s_hi), bh = to_f32(b_hi);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= a.m) break;
+        const float2 dx = gx_of(m)[grp];
+        const float v_lo =
+            dx.x * fmaf(static_cast<float>(c[m][1]), 1.0f / 256.0f, static_cast<float>(c[m][0]));
+        const float v_hi =
+            dx.x * fmaf(static_cast<float>(c[m][3]), 1.0f / 256.0f, static_cast<float>(c[m][2]));
+        acc_lo[m] = fmaf(sl, v_lo, fmaf(bl, dx.y, acc_lo[m]));
+        acc_hi[m] = fmaf(sh, v_hi, fmaf(bh, dx.y, acc_hi[m]));
+      }
     }
   }
 
-  store_row_tile<T>(acc_lo, acc_hi, smem, row0, a.n, static_cast<T*>(a.y));
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (m >= a.m) break;  // uniform across the block
+    store_row_tile<T>(acc_lo[m], acc_hi[m], smem, row0, a.n, static_cast<T*>(a.y) + m * a.n);
+  }
 }
 
-// Pre-pass, then the main kernel with programmatic dependent launch.
-template <class T, int BITS, int G>
+// Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch.
+template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
   const int threads = a.k * BITS / 32;
-  qmv_x_planes_kernel<T, BITS, G>
-      <<<(threads + 127) / 128, 128, 0, stream>>>(static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+  qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
+      static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  const std::size_t smem = i8_smem_bytes(a.k, G);
-  auto kernel = qmv_affine_i8_kernel<T, BITS, G>;
+  const std::size_t smem = i8_smem_bytes(a.k, G, a.m);
+  auto kernel = qmv_affine_i8_kernel<T, BITS, G, MT>;
   if (smem > 48 * 1024) {
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));

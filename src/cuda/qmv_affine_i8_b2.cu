@@ -2,10 +2,18 @@
 #include "cuda/qmv_affine_i8.cuh"
 
 namespace quanta::cuda {
-template cudaError_t launch_qmv_affine_i8<__half, 2, 32>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__half, 2, 64>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__half, 2, 128>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128>(const I8Args&, int, cudaStream_t);
+// clang-format off
+template cudaError_t launch_qmv_affine_i8<__half, 2, 32, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 2, 32, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 2, 64, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 2, 64, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 2, 128, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 2, 128, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 32, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 2>(const I8Args&, int, cudaStream_t);
+// clang-format on
 }  // namespace quanta::cuda

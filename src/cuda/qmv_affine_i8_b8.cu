@@ -2,10 +2,18 @@
 #include "cuda/qmv_affine_i8.cuh"
 
 namespace quanta::cuda {
-template cudaError_t launch_qmv_affine_i8<__half, 8, 32>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__half, 8, 64>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__half, 8, 128>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64>(const I8Args&, int, cudaStream_t);
-template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128>(const I8Args&, int, cudaStream_t);
+// clang-format off
+template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 8, 64, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 8, 64, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 8, 128, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__half, 8, 128, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 32, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 64, 2>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 1>(const I8Args&, int, cudaStream_t);
+template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 2>(const I8Args&, int, cudaStream_t);
+// clang-format on
 }  // namespace quanta::cuda

@@ -93,7 +93,7 @@ TEST_P(CudaAffine, RegisterDirectQmv) {
   }
 }
 
-// The integer-mma M = 1 kernel (2/4/8-bit): the same shapes; x's int8 planes keep f16/bf16
+// The integer-mma kernel (2/4/8-bit, M <= 2): the same shapes; x's int8 planes keep f16/bf16
 // inside their bounds.
 TEST_P(CudaAffine, IntegerMmaQmv) {
   const auto [bits, group] = GetParam();
@@ -103,9 +103,11 @@ TEST_P(CudaAffine, IntegerMmaQmv) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
       const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 13);
       const QuantizedMatrix w = to_device(hw);
-      const auto a = run_check(hw, w, t, 1, "qmv_affine_i8", 14);
-      const auto b = run_check(hw, w, t, 1, "qmv_affine_i8", 14);
-      EXPECT_EQ(a, b) << "qmv_affine_i8 result changed between runs";
+      for (int64_t m : {1, 2}) {
+        const auto a = run_check(hw, w, t, m, "qmv_affine_i8", 14);
+        const auto b = run_check(hw, w, t, m, "qmv_affine_i8", 14);
+        EXPECT_EQ(a, b) << "qmv_affine_i8 result changed between runs (M = " << m << ")";
+      }
     }
   }
 }
