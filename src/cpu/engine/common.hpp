@@ -49,6 +49,13 @@ inline bool is_gguf(Scheme s) {
   return static_cast<int>(s) >= static_cast<int>(Scheme::q4_0);
 }
 
+// Makes the compiler forget what v holds, so later reads load it from memory: a scale read
+// back as a broadcast operand of an FMA instead of a lane permute from a register.
+template <class T>
+inline void from_memory(T& v) {
+  asm volatile("" : "+m"(v));
+}
+
 inline int64_t imin(int64_t a, int64_t b) {
   return a < b ? a : b;
 }

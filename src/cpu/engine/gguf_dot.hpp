@@ -99,35 +99,46 @@ struct Dot<Q5<kMin>> {
   }
 };
 
+// Q2_K: code j of byte qs[32h + l] is masked in place (c << 2j, no shift) and converted as is;
+// the 4^-j goes into the sub-block scale, which is read back from memory as a broadcast
+// operand of the FMA (no lane permute: permutes and FMAs share ports on Zen 5).
+alignas(64) inline constexpr float kQ2Pow4[16] = {
+    1, 1, 0.25f, 0.25f, 0.0625f, 0.0625f, 0.015625f, 0.015625f,
+    1, 1, 0.25f, 0.25f, 0.0625f, 0.0625f, 0.015625f, 0.015625f};
 template <>
 struct Dot<Q2_K> {
-  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+  // Pass 1 over a block: its 16 sub-block scales (times 4^-j, see kQ2Pow4) into sc; the min
+  // term into acc.
+  static void scales(const uint8_t* b, const float* xs, float* sc, F& acc) {
     const F d = V::set1(V::half1(b + 80)), dmin = V::set1(V::half1(b + 82));
-    Lanes16 sc;
-    F a = acc;
     for (int i = 0; i < 16; i += W) {  // low nibble: scale, high nibble: min
       const I raw = V::u8(b + i);
-      sc.v[i / W] = V::mul(V::template ucvt<4>(raw), d);
-      const F mn = V::mul(V::template ucvt<4>(V::template shr<4>(raw)), dmin);
-      a = V::sub(a, V::mul(mn, V::load(xs + i)));
+      V::store(sc + i, V::mul(V::cvt(V::and_(raw, V::seti(0xF))), V::mul(d, V::load(kQ2Pow4 + i))));
+      acc = V::fnma(V::mul(V::cvt(V::template shr<4>(raw)), dmin), V::load(xs + i), acc);
     }
-    const uint8_t* qs = b + 16;
-    F a2 = V::zero();
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 32; l += W) {
-        const I raw = V::u8(qs + 32 * h + l);
-        const int off = 128 * h + l;
-        a = V::fma(sc.bcast(off / 16), V::mul(V::load(x + off), V::template ucvt<2>(raw)), a);
-        a2 =
-            V::fma(sc.bcast(off / 16 + 2),
-                   V::mul(V::load(x + off + 32), V::template ucvt<2>(V::template shr<2>(raw))), a2);
-        a = V::fma(sc.bcast(off / 16 + 4),
-                   V::mul(V::load(x + off + 64), V::template ucvt<2>(V::template shr<4>(raw))), a);
-        a2 =
-            V::fma(sc.bcast(off / 16 + 6),
-                   V::mul(V::load(x + off + 96), V::template ucvt<2>(V::template shr<6>(raw))), a2);
+  }
+  // Pass 2: R rows at once (b[r], sc[r], acc[r]) against the same x.
+  template <int R>
+  static void codes(const uint8_t* const* b, const float* x, const float* const* sc, F (*acc)[2]) {
+    F a[R][4];  // four chains per row, in registers (an array indexed through memory spills)
+    for (int r = 0; r < R; ++r)
+      a[r][0] = acc[r][0], a[r][1] = acc[r][1], a[r][2] = a[r][3] = V::zero();
+#pragma GCC unroll 64
+    for (int i = 0; i < 64; i += W) {
+      const int h = i / 32, l = i % 32, off = 128 * h + l, is = off / 16;
+      I raw[R];
+      for (int r = 0; r < R; ++r) raw[r] = V::u8(b[r] + 16 + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const F xv = V::load(x + off + 32 * j);
+        for (int r = 0; r < R; ++r) {
+          const F q = V::cvt(V::and_(raw[r], V::seti(3 << (2 * j))));
+          a[r][j] = V::fma(V::set1(sc[r][is + 2 * j]), V::mul(xv, q), a[r][j]);
+        }
       }
-    acc = V::add(a, a2);
+    }
+    for (int r = 0; r < R; ++r)
+      acc[r][0] = V::add(a[r][0], a[r][2]), acc[r][1] = V::add(a[r][1], a[r][3]);
   }
 };
 
@@ -262,25 +273,71 @@ inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int6
                       int64_t k0, int64_t k1, float* y) {
   constexpr int kXs = kXsElems<T> ? T::kElems / kXsElems<T> : 0;  // x sums per block
   const int64_t b0 = k0 / T::kElems, b1 = k1 / T::kElems;
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = row_ptr(w, n);
-    auto block = [&](int64_t blk, F& a) {
-      Dot<T>::dot(row + blk * T::kBytes, x + blk * T::kElems, xs + blk * kXs, a);
-    };
-    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
-    int64_t blk = b0;
-    for (; blk + 4 <= b1; blk += 4) {
-      for (int64_t b = 0; b < 4 * T::kBytes; b += 64) prefetch_stream(row + blk * T::kBytes + b);
-      block(blk, a0);
-      block(blk + 1, a1);
-      block(blk + 2, a2);
-      block(blk + 3, a3);
+  int64_t n = n0;
+  if constexpr (requires { &Dot<T>::template codes<2>; }) {
+    // Two rows at a time, in two passes over their blocks: the sub-block scales (and the min
+    // terms) into an L1 buffer, then the codes, each scale read back as the broadcast operand
+    // of an FMA. While a pair is summed, the next pair's bytes are fetched (software prefetch
+    // a pair of rows ahead; the scale pass would otherwise stall on every first touch).
+    constexpr int kMaxBlocks = 128;
+    alignas(64) float sc[2][kMaxBlocks * 16];
+    for (; n < n1;) {
+      const int rows = n + 2 <= n1 ? 2 : 1;
+      const uint8_t* rp[2] = {row_ptr(w, n), row_ptr(w, n + rows - 1)};
+      const uint8_t* next[2] = {row_ptr(w, imin(n + 2, w.n - 1)), row_ptr(w, imin(n + 3, w.n - 1))};
+      F acc[2][2] = {{V::zero(), V::zero()}, {V::zero(), V::zero()}};
+      for (int64_t c0 = b0; c0 < b1; c0 += kMaxBlocks) {
+        const int64_t c1 = imin(b1, c0 + kMaxBlocks);
+        for (int r = 0; r < rows; ++r) {
+          F m0 = V::zero(), m1 = V::zero();  // two chains, in registers
+          int64_t blk = c0;
+          for (; blk + 2 <= c1; blk += 2) {
+            Dot<T>::scales(rp[r] + blk * T::kBytes, xs + blk * kXs, sc[r] + (blk - c0) * 16, m0);
+            Dot<T>::scales(rp[r] + (blk + 1) * T::kBytes, xs + (blk + 1) * kXs,
+                           sc[r] + (blk + 1 - c0) * 16, m1);
+          }
+          if (blk < c1)
+            Dot<T>::scales(rp[r] + blk * T::kBytes, xs + blk * kXs, sc[r] + (blk - c0) * 16, m0);
+          acc[r][0] = V::add(acc[r][0], V::add(m0, m1));
+        }
+        from_memory(sc);
+        for (int64_t blk = c0; blk < c1; ++blk) {
+          for (int64_t o = 0; o < T::kBytes + 63; o += 64) {
+            V::prefetch(next[0] + blk * T::kBytes + o);
+            V::prefetch(next[1] + blk * T::kBytes + o);
+          }
+          const uint8_t* bp[2] = {rp[0] + blk * T::kBytes, rp[1] + blk * T::kBytes};
+          const float* sp[2] = {sc[0] + (blk - c0) * 16, sc[1] + (blk - c0) * 16};
+          if (rows == 2)
+            Dot<T>::template codes<2>(bp, x + blk * T::kElems, sp, acc);
+          else
+            Dot<T>::template codes<1>(bp, x + blk * T::kElems, sp, acc);
+        }
+      }
+      for (int r = 0; r < rows; ++r) y[n + r] = V::hsum(V::add(acc[r][0], acc[r][1]));
+      n += rows;
     }
-    for (; blk < b1; ++blk) {
-      prefetch_stream(row + blk * T::kBytes);
-      block(blk, a0);
+  } else {
+    for (; n < n1; ++n) {
+      const uint8_t* row = row_ptr(w, n);
+      auto block = [&](int64_t blk, F& a) {
+        Dot<T>::dot(row + blk * T::kBytes, x + blk * T::kElems, xs + blk * kXs, a);
+      };
+      F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+      int64_t blk = b0;
+      for (; blk + 4 <= b1; blk += 4) {
+        for (int64_t b = 0; b < 4 * T::kBytes; b += 64) prefetch_stream(row + blk * T::kBytes + b);
+        block(blk, a0);
+        block(blk + 1, a1);
+        block(blk + 2, a2);
+        block(blk + 3, a3);
+      }
+      for (; blk < b1; ++blk) {
+        prefetch_stream(row + blk * T::kBytes);
+        block(blk, a0);
+      }
+      y[n] = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
     }
-    y[n] = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
   }
 }
 

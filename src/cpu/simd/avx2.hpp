@@ -68,6 +68,7 @@ struct V {
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, F v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a·b
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }

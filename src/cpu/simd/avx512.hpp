@@ -77,6 +77,7 @@ struct V {
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }

@@ -30,6 +30,7 @@ struct V {
     if (n > 0) *p = v;
   }
   static F fma(F a, F b, F c) { return a * b + c; }
+  static F fnma(F a, F b, F c) { return c - a * b; }
   static F mul(F a, F b) { return a * b; }
   static F add(F a, F b) { return a + b; }
   static F sub(F a, F b) { return a - b; }
