@@ -142,44 +142,61 @@ struct Dot<Q2_K> {
   }
 };
 
+// Shuffle control and shifts that put Q3_K scale i in lane i (see Dot<Q3_K>::scales).
+struct Q3Ctl {
+  uint8_t ctl[64] = {};
+  uint32_t lo[16] = {}, hi[16] = {};
+  constexpr Q3Ctl() {
+    for (int i = 0; i < 16; ++i) {
+      ctl[4 * i] = static_cast<uint8_t>(i % 8);
+      ctl[4 * i + 1] = static_cast<uint8_t>(8 + i % 4);
+      ctl[4 * i + 2] = ctl[4 * i + 3] = 0x80;
+      lo[i] = 4 * (i / 8);
+      hi[i] = 4 + 2 * (i / 4);  // bits 8 + 2 (i / 4) .. + 1 to bits 4..5
+    }
+  }
+};
+alignas(64) inline constexpr Q3Ctl kQ3Ctl{};
+
+// Q3_K: as Q2_K, plus the high bit (hmask[l] bit 4h + j) added in place as 4 · 4^j by a
+// masked add; the -4 of every element goes into the min term (-4 · scale · Σ x).
 template <>
 struct Dot<Q3_K> {
-  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
-    // The 16 signed 6-bit scales (ggml's kmask shuffle), then d · (s - 32).
-    constexpr uint32_t kM1 = 0x03030303u, kM2 = 0x0f0f0f0fu;
-    uint32_t aux[4];
-    std::memcpy(aux, b + 96, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kM2) | (((tmp >> 4) & kM1) << 4);
-    aux[3] = ((aux[1] >> 4) & kM2) | (((tmp >> 6) & kM1) << 4);
-    aux[0] = (aux[0] & kM2) | (((tmp >> 0) & kM1) << 4);
-    aux[1] = (aux[1] & kM2) | (((tmp >> 2) & kM1) << 4);
+  static void scales(const uint8_t* b, const float* xs, float* sc, F& acc) {
     const F d = V::set1(V::half1(b + 108));
-    Lanes16 sc;
-    F a = acc;
     for (int i = 0; i < 16; i += W) {
-      sc.v[i / W] = V::mul(V::add(V::u8_words(aux, i), V::set1(-32.0f)), d);
-      a = V::sub(a, V::mul(V::mul(sc.v[i / W], V::set1(4.0f)), V::load(xs + i)));  // the q - 4
+      // Scale i: low 4 bits from byte i % 8 (>> 4 for i >= 8), high 2 bits from byte
+      // 8 + i % 4 (>> 2 (i / 4)); one byte shuffle brings both bytes to the lane.
+      const I v = V::gather16(b + 96, kQ3Ctl.ctl + 4 * i);
+      const I lo = V::and_(V::shrv(v, kQ3Ctl.lo + i), V::seti(0xF));
+      const I hi = V::and_(V::shrv(v, kQ3Ctl.hi + i), V::seti(0x30));
+      const F s = V::mul(V::add(V::cvt(V::or_(lo, hi)), V::set1(-32.0f)), d);
+      V::store(sc + i, V::mul(s, V::load(kQ2Pow4 + i)));
+      acc = V::fnma(V::mul(s, V::set1(4.0f)), V::load(xs + i), acc);
     }
-    const uint8_t* hm = b;
-    const uint8_t* qs = b + 32;
-    const F four = V::set1(4.0f);
-    F a2 = V::zero();
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 32; l += W) {
-        const I raw = V::u8(qs + 32 * h + l), hb = V::u8(hm + l);
-        const int off = 128 * h + l;
-        auto term = [&](int j, I q2raw, F& t) {
-          const F q =
-              V::add(V::template ucvt<2>(q2raw), V::select_lanes(hb, 1u << (4 * h + j), four));
-          t = V::fma(sc.bcast(off / 16 + 2 * j), V::mul(V::load(x + off + 32 * j), q), t);
-        };
-        term(0, raw, a);
-        term(1, V::template shr<2>(raw), a2);
-        term(2, V::template shr<4>(raw), a);
-        term(3, V::template shr<6>(raw), a2);
+  }
+  template <int R>
+  static void codes(const uint8_t* const* b, const float* x, const float* const* sc, F (*acc)[2]) {
+    F a[R][4];
+    for (int r = 0; r < R; ++r)
+      a[r][0] = acc[r][0], a[r][1] = acc[r][1], a[r][2] = a[r][3] = V::zero();
+#pragma GCC unroll 64
+    for (int i = 0; i < 64; i += W) {
+      const int h = i / 32, l = i % 32, off = 128 * h + l, is = off / 16;
+      I raw[R], hb[R];
+      for (int r = 0; r < R; ++r) raw[r] = V::u8(b[r] + 32 + i), hb[r] = V::u8(b[r] + l);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const F xv = V::load(x + off + 32 * j);
+        for (int r = 0; r < R; ++r) {
+          const F q = V::add_where(V::cvt(V::and_(raw[r], V::seti(3 << (2 * j)))), hb[r],
+                                   1u << (4 * h + j), V::set1(static_cast<float>(4 << (2 * j))));
+          a[r][j] = V::fma(V::set1(sc[r][is + 2 * j]), V::mul(xv, q), a[r][j]);
+        }
       }
-    acc = V::add(a, a2);
+    }
+    for (int r = 0; r < R; ++r)
+      acc[r][0] = V::add(a[r][0], a[r][2]), acc[r][1] = V::add(a[r][1], a[r][3]);
   }
 };
 

@@ -96,6 +96,14 @@ struct V {
   static I s8(const uint8_t* p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  static I gather16(const uint8_t* p, const uint8_t* ctl) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(raw),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ctl)));
+  }
+  static I shrv(I v, const uint32_t* sh) {
+    return _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh)));
+  }
   static I seti(int v) { return _mm256_set1_epi32(v); }
   template <int N>
   static I shr(I v) {
@@ -117,6 +125,9 @@ struct V {
         _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(w[1]), static_cast<int>(w[0]))));
   }
   static F load_upper8(const float* p) { return _mm256_loadu_ps(p); }  // (16-lane only)
+  static F add_where(F q, I v, uint32_t bit, F x) {
+    return _mm256_add_ps(q, select_lanes(v, bit, x));
+  }
   static F select_lanes(I v, uint32_t bit, F x) {
     const I zero_lanes = _mm256_cmpeq_epi32(
         _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(bit))), _mm256_setzero_si256());

@@ -108,6 +108,14 @@ struct V {
   static I s8(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  // Lane j: the bytes p[ctl[4j + k]] (k = 0..3, little-endian; 0x80 gives 0) of the 16 bytes
+  // at p, for lanes j of this vector (ctl holds 4 bytes per lane).
+  static I gather16(const uint8_t* p, const uint8_t* ctl) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(raw), _mm512_loadu_si512(ctl));
+  }
+  // Lane j shifted right by sh[j].
+  static I shrv(I v, const uint32_t* sh) { return _mm512_srlv_epi32(v, _mm512_loadu_si512(sh)); }
   static I seti(int v) { return _mm512_set1_epi32(v); }
   template <int N>
   static I shr(I v) {
@@ -132,6 +140,11 @@ struct V {
   // Lanes 8-15 from p[0, 8), lanes 0-7 zero.
   static F load_upper8(const float* p) { return _mm512_maskz_loadu_ps(0xff00, p - 8); }
   // x in lanes whose integer lane of v has a bit of `bit` set, 0 elsewhere.
+  // q + x in lanes whose integer lane of v has a bit of `bit` set (one masked add).
+  static F add_where(F q, I v, uint32_t bit, F x) {
+    return _mm512_mask_add_ps(
+        q, _mm512_test_epi32_mask(v, _mm512_set1_epi32(static_cast<int>(bit))), q, x);
+  }
   static F select_lanes(I v, uint32_t bit, F x) {
     return _mm512_maskz_mov_ps(_mm512_test_epi32_mask(v, _mm512_set1_epi32(static_cast<int>(bit))),
                                x);

@@ -52,6 +52,13 @@ struct V {
   static I s8(const uint8_t* p) {
     return static_cast<I>(static_cast<int32_t>(static_cast<int8_t>(*p)));
   }
+  static I gather16(const uint8_t* p, const uint8_t* ctl) {
+    I v = 0;
+    for (int k = 0; k < 4; ++k)
+      if (ctl[k] < 16) v |= static_cast<I>(p[ctl[k]]) << (8 * k);
+    return v;
+  }
+  static I shrv(I v, const uint32_t* sh) { return v >> *sh; }
   static I seti(int v) { return static_cast<I>(v); }
   template <int N>
   static I shr(I v) {
@@ -70,6 +77,7 @@ struct V {
     return static_cast<float>((u[i / 4] >> (8 * (i % 4))) & 0xffu);
   }
   static F load_upper8(const float* p) { return *p; }  // (16-lane only)
+  static F add_where(F q, I v, uint32_t bit, F x) { return (v & bit) ? q + x : q; }
   static F select_lanes(I v, uint32_t bit, F x) { return (v & bit) ? x : 0.0f; }
   static F half_bcast(const uint8_t* p) { return half1(p); }
   static void deinterleave(F a, F b, F& even, F& odd) {
