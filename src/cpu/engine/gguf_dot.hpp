@@ -200,8 +200,95 @@ struct Dot<Q3_K> {
   }
 };
 
+// Shuffle control, shifts and masks that put the Q4_K/Q5_K 6-bit scale j in lane j and min j
+// in lane 8 + j (get_scale_min_k4: for j >= 4 the low 4 bits come from byte j + 4, the top 2
+// from bits 6-7 of byte j - 4 (scale) or j (min)); kMul puts 1/16 on the odd sub-blocks,
+// whose codes are the high nibbles taken in place (16 · q).
+struct QK45Ctl {
+  uint8_t ctl[64] = {};
+  uint32_t sh[16] = {}, mask[16] = {};
+  float mul[16] = {};
+  constexpr QK45Ctl() {
+    for (int i = 0; i < 16; ++i) {
+      const int j = i % 8;
+      const bool min = i >= 8;
+      ctl[4 * i + 2] = ctl[4 * i + 3] = 0x80;
+      if (j < 4) {
+        ctl[4 * i] = static_cast<uint8_t>(min ? j + 4 : j);
+        ctl[4 * i + 1] = 0x80;
+        mask[i] = 63;
+      } else {
+        ctl[4 * i] = static_cast<uint8_t>(j + 4);
+        ctl[4 * i + 1] = static_cast<uint8_t>(min ? j : j - 4);
+        sh[i] = min ? 4 : 0;
+        mask[i] = 15;
+      }
+      mul[i] = !min && j % 2 ? 0.0625f : 1.0f;
+    }
+  }
+};
+alignas(64) inline constexpr QK45Ctl kQK45Ctl{};
+
 template <bool kFive>
 struct Dot<QK45<kFive>> {
+  // Pass 1: d · scale of the 8 sub-blocks into sc[0, 8) (1/16 on the odd ones); the min term
+  // into acc.
+  static void scales(const uint8_t* b, const float* xs, float* sc, F& acc) {
+    const float d = V::half1(b), dmin = V::half1(b + 2);
+    for (int i = 0; i < 16; i += W) {
+      const I v = V::gather16(b + 4, kQK45Ctl.ctl + 4 * i);
+      const I lo = V::andv(V::shrv(v, kQK45Ctl.sh + i), kQK45Ctl.mask + i);
+      const I hi = V::and_(V::template shr<10>(v), V::seti(0x30));  // byte 2's bits 6-7 to 4-5
+      F dd;
+      if constexpr (W == 16) {
+        const float pair[2] = {d, dmin};
+        dd = V::split2(pair);
+      } else {
+        dd = V::set1(i < 8 ? d : dmin);
+      }
+      const F s = V::mul(V::cvt(V::or_(lo, hi)), V::mul(dd, V::load(kQK45Ctl.mul + i)));
+      if constexpr (W == 16) {
+        V::store(sc, s);
+        acc = V::fnma(s, V::load_upper8(xs), acc);
+      } else if (i < 8) {
+        V::store(sc + i, s);
+      } else {
+        acc = V::fnma(s, V::load(xs + i - 8), acc);
+      }
+    }
+  }
+  // Pass 2: the 32 codes of a sub-block summed against x, then one FMA with its scale.
+  template <int R>
+  static void codes(const uint8_t* const* b, const float* x, const float* const* sc, F (*acc)[2]) {
+    F a[R][2];
+    for (int r = 0; r < R; ++r) a[r][0] = acc[r][0], a[r][1] = acc[r][1];
+    const F sixteen = V::set1(16.0f), two56 = V::set1(256.0f);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      F tl[R], th[R];
+#pragma GCC unroll 32
+      for (int l = 0; l < 32; l += W) {
+        const F x0 = V::load(x + 64 * c + l), x1 = V::load(x + 64 * c + 32 + l);
+        for (int r = 0; r < R; ++r) {
+          const I raw = V::u8(b[r] + (kFive ? 48 : 16) + 32 * c + l);
+          F lo = V::cvt(V::and_(raw, V::seti(0x0F)));
+          F hi = V::cvt(V::and_(raw, V::seti(0xF0)));
+          if constexpr (kFive) {
+            const I qh = V::u8(b[r] + 16 + l);
+            lo = V::add_where(lo, qh, 1u << (2 * c), sixteen);
+            hi = V::add_where(hi, qh, 2u << (2 * c), two56);
+          }
+          tl[r] = l == 0 ? V::mul(x0, lo) : V::fma(x0, lo, tl[r]);
+          th[r] = l == 0 ? V::mul(x1, hi) : V::fma(x1, hi, th[r]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        a[r][0] = V::fma(V::set1(sc[r][2 * c]), tl[r], a[r][0]);
+        a[r][1] = V::fma(V::set1(sc[r][2 * c + 1]), th[r], a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) acc[r][0] = a[r][0], acc[r][1] = a[r][1];
+  }
   static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
     // Eight 6-bit scales then eight mins (ggml's utmp shuffle of get_scale_min_k4).
     constexpr uint32_t kM1 = 0x3f3f3f3fu, kM2 = 0x0f0f0f0fu, kM3 = 0x03030303u;

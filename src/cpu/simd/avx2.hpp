@@ -104,6 +104,9 @@ struct V {
   static I shrv(I v, const uint32_t* sh) {
     return _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh)));
   }
+  static I andv(I v, const uint32_t* m) {
+    return _mm256_and_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m)));
+  }
   static I seti(int v) { return _mm256_set1_epi32(v); }
   template <int N>
   static I shr(I v) {

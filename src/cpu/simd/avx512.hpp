@@ -116,6 +116,7 @@ struct V {
   }
   // Lane j shifted right by sh[j].
   static I shrv(I v, const uint32_t* sh) { return _mm512_srlv_epi32(v, _mm512_loadu_si512(sh)); }
+  static I andv(I v, const uint32_t* m) { return _mm512_and_si512(v, _mm512_loadu_si512(m)); }
   static I seti(int v) { return _mm512_set1_epi32(v); }
   template <int N>
   static I shr(I v) {

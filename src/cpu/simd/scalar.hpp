@@ -59,6 +59,7 @@ struct V {
     return v;
   }
   static I shrv(I v, const uint32_t* sh) { return v >> *sh; }
+  static I andv(I v, const uint32_t* m) { return v & *m; }
   static I seti(int v) { return static_cast<I>(v); }
   template <int N>
   static I shr(I v) {
