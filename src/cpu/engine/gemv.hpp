@@ -52,6 +52,18 @@ struct Chunk {
   }
 };
 
+// 2-bit codes in groups of a multiple of 4W: W bytes (4W codes) widen to one byte per lane and
+// code j of every byte is masked in place (c · 4^j, converted exactly), so vector j holds
+// elements 4t + j (lane t). x is permuted once per call to match and scaled by 4^-j (exact),
+// which saves the shifts and lane permutes of the natural-order unpack.
+template <int B, int kG>
+inline constexpr bool kQuadOrder = B == 2 && kG % (4 * W) == 0;
+
+inline void quad2_load(const uint8_t* p, int64_t c, F (&q)[4]) {
+  const I raw = V::u8(p + c * W);
+  for (int j = 0; j < 4; ++j) q[j] = V::cvt(V::and_(raw, V::seti(3 << (2 * j))));
+}
+
 // The scales (and biases) of groups [ga, gb) of storage row `row`, fetched ahead (a block of
 // groups at a time, spread along the row): they are short bursts between long runs of codes,
 // which the hardware prefetchers do not run ahead of.
@@ -154,6 +166,19 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
         auto group = [&](int g, F& a) {
           const uint8_t* gp = p + g * kGroupBytes;
           const float* gx = x + g * G;
+          if constexpr (kQuadOrder<B, kG>) {
+            F q[4], d0 = V::zero(), d1 = V::zero();
+            for (int64_t c = 0; c < G / (4 * W); ++c) {
+              if ((g * kGroupBytes + c * W) % 64 == 0) prefetch_stream(gp + c * W);  // per line
+              quad2_load(gp, c, q);
+              d0 = V::fma(V::load(gx + c * 4 * W), q[0], d0);
+              d1 = V::fma(V::load(gx + c * 4 * W + W), q[1], d1);
+              d0 = V::fma(V::load(gx + c * 4 * W + 2 * W), q[2], d0);
+              d1 = V::fma(V::load(gx + c * 4 * W + 3 * W), q[3], d1);
+            }
+            a = V::fma(V::set1(sc[g]), V::add(d0, d1), a);
+            return;
+          }
           F q0, q1;
           prefetch_stream(gp);
           C::load(gp, 0, q0, q1, nan);
@@ -246,9 +271,19 @@ inline int64_t gemv_xs_count(const WeightPlan& w) {
   return e ? w.k / e : 0;
 }
 
+// Whether the format's GEMV reads x in the 2-bit quad order (kQuadOrder).
+inline bool gemv_quad_order(const WeightPlan& w) {
+  return w.scheme == Scheme::affine && w.bits == 2 && w.group % (4 * W) == 0;
+}
+
 inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs) {
   const int64_t K = w.k;
-  if (gemv_nibble_order(w)) {
+  if (gemv_quad_order(w)) {  // K is a multiple of the group, so of 4W
+    constexpr float kPow4[4] = {1.0f, 0.25f, 0.0625f, 0.015625f};
+    for (int64_t c = 0; c < K; c += 4 * W)
+      for (int j = 0; j < 4; ++j)
+        for (int t = 0; t < W; ++t) xp[c + j * W + t] = x[c + 4 * t + j] * kPow4[j];
+  } else if (gemv_nibble_order(w)) {
     for (int64_t c = 0; c < K; c += 2 * W)
       for (int v = 0; v < 2; ++v)
         for (int j = 0; j < W; ++j) {

@@ -62,13 +62,24 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
           const int64_t e0 = (g0 + g) * G;
           F d[M];
           for (int i = 0; i < M; ++i) d[i] = V::zero();
-          for (int64_t c = 0; c < G / (2 * W); ++c) {
-            prefetch_stream(gp + c * W * B / 4);
-            F q0, q1;
-            C::load(gp, c, q0, q1, nan);
-            for (int i = 0; i < M; ++i) {
-              d[i] = V::fma(V::load(mx.xp[i] + e0 + c * 2 * W), q0, d[i]);
-              d[i] = V::fma(V::load(mx.xp[i] + e0 + c * 2 * W + W), q1, d[i]);
+          if constexpr (kQuadOrder<B, kG>) {
+            for (int64_t c = 0; c < G / (4 * W); ++c) {
+              prefetch_stream(gp + c * W);
+              F q[4];
+              quad2_load(gp, c, q);
+              for (int i = 0; i < M; ++i)
+                for (int j = 0; j < 4; ++j)
+                  d[i] = V::fma(V::load(mx.xp[i] + e0 + c * 4 * W + j * W), q[j], d[i]);
+            }
+          } else {
+            for (int64_t c = 0; c < G / (2 * W); ++c) {
+              prefetch_stream(gp + c * W * B / 4);
+              F q0, q1;
+              C::load(gp, c, q0, q1, nan);
+              for (int i = 0; i < M; ++i) {
+                d[i] = V::fma(V::load(mx.xp[i] + e0 + c * 2 * W), q0, d[i]);
+                d[i] = V::fma(V::load(mx.xp[i] + e0 + c * 2 * W + W), q1, d[i]);
+              }
             }
           }
           const F s = V::set1(sc[g]);
