@@ -169,7 +169,7 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
           if constexpr (kQuadOrder<B, kG>) {
             F q[4], d0 = V::zero(), d1 = V::zero();
             for (int64_t c = 0; c < G / (4 * W); ++c) {
-              if ((g * kGroupBytes + c * W) % 64 == 0) prefetch_stream(gp + c * W);  // per line
+              prefetch_stream(gp + c * W);
               quad2_load(gp, c, q);
               d0 = V::fma(V::load(gx + c * 4 * W), q[0], d0);
               d1 = V::fma(V::load(gx + c * 4 * W + W), q[1], d1);
