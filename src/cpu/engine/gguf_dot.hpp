@@ -5,7 +5,8 @@
 //   K-quants           Σ_j (d·sc_j) · (x ⊙ q)_j − Σ_j (dmin·m_j) · xs_j
 // where xs_j are the sums of x over sub-block j (16 or 32 elements; gemv_prep computes them
 // once per call) and the K-quant scales are unpacked for all sub-blocks of a super-block at
-// once (ggml's kmask shuffles), so the per-vector work is: unpack, convert, multiply by x, FMA.
+// once, so the per-vector work is: unpack, convert, multiply by x, FMA. q2_K-q5_K do it in two
+// passes over a pair of rows (scales to an L1 buffer, then codes: see gemv_rows).
 #pragma once
 
 #include "cpu/engine/gguf.hpp"
@@ -288,49 +289,6 @@ struct Dot<QK45<kFive>> {
       }
     }
     for (int r = 0; r < R; ++r) acc[r][0] = a[r][0], acc[r][1] = a[r][1];
-  }
-  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
-    // Eight 6-bit scales then eight mins (ggml's utmp shuffle of get_scale_min_k4).
-    constexpr uint32_t kM1 = 0x3f3f3f3fu, kM2 = 0x0f0f0f0fu, kM3 = 0x03030303u;
-    uint32_t u[4];
-    std::memcpy(u, b + 4, 12);
-    u[3] = ((u[2] >> 4) & kM2) | (((u[1] >> 6) & kM3) << 4);
-    const uint32_t uaux = u[1] & kM1;
-    u[1] = (u[2] & kM2) | (((u[0] >> 6) & kM3) << 4);
-    u[2] = uaux;
-    u[0] &= kM1;
-    const float d = V::half1(b), dmin = V::half1(b + 2);
-    Lanes16 sm;  // lanes 0-7: d · scale, 8-15: dmin · min
-    F a = acc;
-    if constexpr (W == 16) {
-      const float dd[2] = {d, dmin};
-      sm.v[0] = V::mul(V::u8_words(u, 0), V::split2(dd));
-      a = V::sub(a, V::mul(sm.v[0], V::load_upper8(xs)));
-    } else {
-      for (int i = 0; i < 16; i += W) {
-        sm.v[i / W] = V::mul(V::u8_words(u, i), V::set1(i < 8 ? d : dmin));
-        if (i >= 8) a = V::sub(a, V::mul(sm.v[i / W], V::load(xs + i - 8)));
-      }
-    }
-    const uint8_t* qh = b + 16;
-    const uint8_t* qs = b + (kFive ? 48 : 16);
-    const F sixteen = V::set1(16.0f);
-    F a2 = V::zero();
-    for (int c = 0; c < 4; ++c) {
-      const F s1 = sm.bcast(2 * c), s2 = sm.bcast(2 * c + 1);
-      for (int l = 0; l < 32; l += W) {
-        const I raw = V::u8(qs + 32 * c + l);
-        F lo = V::template ucvt<4>(raw);
-        F hi = V::template ucvt<4>(V::template shr<4>(raw));
-        if constexpr (kFive) {
-          lo = V::add(lo, V::select_bytes(qh + l, static_cast<uint8_t>(1u << (2 * c)), sixteen));
-          hi = V::add(hi, V::select_bytes(qh + l, static_cast<uint8_t>(2u << (2 * c)), sixteen));
-        }
-        a = V::fma(s1, V::mul(V::load(x + 64 * c + l), lo), a);
-        a2 = V::fma(s2, V::mul(V::load(x + 64 * c + 32 + l), hi), a2);
-      }
-    }
-    acc = V::add(a, a2);
   }
 };
 
