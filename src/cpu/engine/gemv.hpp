@@ -54,8 +54,8 @@ struct Chunk {
 
 // 2-bit codes in groups of a multiple of 4W: W bytes (4W codes) widen to one byte per lane and
 // code j of every byte is masked in place (c · 4^j, converted exactly), so vector j holds
-// elements 4t + j (lane t). x is permuted once per call to match and scaled by 4^-j (exact),
-// which saves the shifts and lane permutes of the natural-order unpack.
+// elements 4t + j (lane t). x is permuted once per call to match and scaled by 4^-j (exact
+// for |x| >= 2^-120), which saves the shifts and lane permutes of the natural-order unpack.
 template <int B, int kG>
 inline constexpr bool kQuadOrder = B == 2 && kG % (4 * W) == 0;
 
