@@ -80,6 +80,30 @@ __global__ void __launch_bounds__(256)
   if (acc == 0x9e3779b9u) sink[0] = acc;  // keeps the loads alive
 }
 
+// The address pattern of qmv_affine_i8 without its arithmetic: a block of `warps` warps owns 16
+// rows of a row-major matrix; lane (g, q) of warp w reads, for steps s = w, w + warps, ..., the
+// 32-byte piece q of 128-byte step s of rows g and g + 8 as two 16-byte loads each.
+__global__ void pattern_read_kernel(const uint8_t* p, int64_t row_bytes, int rows, uint32_t* sink) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int r_lo = min(static_cast<int>(blockIdx.x) * 16 + g, rows - 1);
+  const int r_hi = min(static_cast<int>(blockIdx.x) * 16 + g + 8, rows - 1);
+  const uint8_t* lo = p + r_lo * row_bytes + 32 * q;
+  const uint8_t* hi = p + r_hi * row_bytes + 32 * q;
+  const int steps = static_cast<int>(row_bytes / 128);
+  uint32_t acc = 0;
+#pragma unroll 2
+  for (int s = warp; s < steps; s += warps) {
+    const uint4 a = *reinterpret_cast<const uint4*>(lo + 128 * s);
+    const uint4 b = *reinterpret_cast<const uint4*>(lo + 128 * s + 16);
+    const uint4 c = *reinterpret_cast<const uint4*>(hi + 128 * s);
+    const uint4 d = *reinterpret_cast<const uint4*>(hi + 128 * s + 16);
+    acc ^= (a.x ^ a.y ^ a.z ^ a.w) + (b.x ^ b.y ^ b.z ^ b.w) + (c.x ^ c.y ^ c.z ^ c.w) +
+           (d.x ^ d.y ^ d.z ^ d.w);
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
 int grid_for(std::size_t n) {
   const DeviceInfo d = device_info();
   return static_cast<int>(
@@ -257,6 +281,52 @@ double measure_read_roof_gbps(std::size_t bytes) {
       },
       1, o);
   return static_cast<double>(bytes) / t.median / 1e9;
+}
+
+Timing time_read_at_size(std::size_t bytes, const TimingOptions& opt) {
+  bytes = std::max<std::size_t>(bytes / 16 * 16, 16);
+  const int copies = rotation_copies(bytes);
+  std::vector<std::shared_ptr<void>> bufs;
+  for (int i = 0; i < copies; ++i) {
+    bufs.push_back(device_alloc(bytes));
+    fill_random_bytes(bufs.back().get(), bytes, 7 + static_cast<uint32_t>(i));
+  }
+  auto sink = device_alloc(sizeof(uint32_t));
+  int per_sm = 0;
+  QUANTA_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_roof_kernel, 256, 0));
+  const std::size_t n = bytes / 16;
+  const int grid = static_cast<int>(std::min<std::size_t>(
+      (n + 255) / 256, static_cast<std::size_t>(device_info().multiprocessors) *
+                           static_cast<std::size_t>(std::max(per_sm, 1))));
+  return time_launches(
+      [&](int c, void* s) {
+        read_roof_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(s)>>>(
+            static_cast<const uint4*>(bufs[static_cast<std::size_t>(c)].get()), n,
+            static_cast<uint32_t*>(sink.get()));
+        QUANTA_CUDA_CHECK_LAUNCH();
+      },
+      copies, opt);
+}
+
+Timing time_pattern_read(int64_t rows, int64_t row_bytes, int warps, const TimingOptions& opt) {
+  const std::size_t bytes = static_cast<std::size_t>(rows * row_bytes);
+  const int copies = rotation_copies(bytes);
+  std::vector<std::shared_ptr<void>> bufs;
+  for (int i = 0; i < copies; ++i) {
+    bufs.push_back(device_alloc(bytes));
+    fill_random_bytes(bufs.back().get(), bytes, 9 + static_cast<uint32_t>(i));
+  }
+  auto sink = device_alloc(sizeof(uint32_t));
+  return time_launches(
+      [&](int c, void* s) {
+        pattern_read_kernel<<<static_cast<unsigned>((rows + 15) / 16), 32 * warps, 0,
+                              static_cast<cudaStream_t>(s)>>>(
+            static_cast<const uint8_t*>(bufs[static_cast<std::size_t>(c)].get()), row_bytes,
+            static_cast<int>(rows), static_cast<uint32_t*>(sink.get()));
+        QUANTA_CUDA_CHECK_LAUNCH();
+      },
+      copies, opt);
 }
 
 double measure_dense_tflops(int size) {

@@ -73,6 +73,15 @@ std::vector<double> time_launches_raw(const std::function<void(int copy, void* s
 // flight per thread), every SM busy. Returns GB/s (1e9 bytes/s) of the median replay.
 double measure_read_roof_gbps(std::size_t bytes = std::size_t(2) << 30);
 
+// The same read kernel on operand sets of `bytes` each, rotated past the L2 like a kernel's
+// operands and timed the same way: the best a kernel streaming that many bytes once per launch
+// could do, launch and ramp included. Seconds per launch.
+Timing time_read_at_size(std::size_t bytes, const TimingOptions& opt = {});
+
+// qmv_affine_i8's address pattern (16 rows per block, lanes reading 16-byte pieces of 128-byte
+// steps) over a rows x row_bytes matrix with no arithmetic; seconds per launch.
+Timing time_pattern_read(int64_t rows, int64_t row_bytes, int warps, const TimingOptions& opt = {});
+
 // Dense GEMM roof: cuBLAS bf16 x bf16 -> bf16 (f32 accumulate) m = n = k = `size`, random data.
 // Returns TFLOP/s of the median replay.
 double measure_dense_tflops(int size = 8192);

@@ -6,8 +6,10 @@
 //   quanta_cuda_probe [--formats affine-4b-g64,...|affine-all] [--dtypes bf16,f16]
 //                     [--shapes 14336x5120,5120x14336,27648x5120] [--m 1,2,4,...]
 //                     [--kernel auto|name] [--layout nk|kn] [--no-cublas] [--check]
-//                     [--replays 20]
+//                     [--replays 20] [--read-at-size]
 // Shapes are N x K. --check compares each timed result with matmul_generic on the device.
+// --read-at-size also times a plain streaming read of the same bytes (same rotation and timing):
+// what launch, ramp-up and tail leave of the roof at that size.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,7 +53,7 @@ struct Options {
   std::vector<int64_t> ms = {1};
   std::string kernel = "auto";
   Layout layout = Layout::nk;
-  bool cublas = true, check = false, api = false;
+  bool cublas = true, check = false, api = false, read_at_size = false;
   int replays = 20;
 };
 
@@ -93,6 +95,8 @@ Options parse(int argc, char** argv) {
       o.layout = value() == "kn" ? Layout::kn : Layout::nk;
     } else if (a == "--no-cublas") {
       o.cublas = false;
+    } else if (a == "--read-at-size") {
+      o.read_at_size = true;
     } else if (a == "--check") {
       o.check = true;
     } else if (a == "--api") {
@@ -281,6 +285,24 @@ int run(const Options& o) {
               "{:>8.1f} {:>8} {:>7} {:>8} {:>9}\n",
               name, f.name(), dtype_name(t), m, n, k, tm.median * 1e6, tm.min * 1e6, tm.max * 1e6,
               gbs, 100.0 * gbs / roof, tflops, cub, speed, vs1, chk);
+          if (o.read_at_size) {
+            const gpu::Timing rd = gpu::time_read_at_size(static_cast<std::size_t>(bytes), topt);
+            fmt::print(
+                "{:<16} plain read of the same {:.1f} MB: {:.2f} us = {:.0f} GB/s ({:.1f}% "
+                "of roof); kernel at {:.1f}% of that\n",
+                "", bytes / 1e6, rd.median * 1e6, bytes / rd.median / 1e9,
+                100.0 * bytes / rd.median / 1e9 / roof, 100.0 * rd.median / tm.median);
+            if (f.scheme == Scheme::affine && o.layout == Layout::nk) {
+              const int64_t row_bytes = k * f.bits / 8;
+              for (int w : {1, 2, 4}) {
+                const gpu::Timing pr = gpu::time_pattern_read(n, row_bytes, w, topt);
+                fmt::print(
+                    "{:<16} its codes read in qmv_affine_i8's pattern, {} warps: {:.2f} us = "
+                    "{:.0f} GB/s\n",
+                    "", w, pr.median * 1e6, n * row_bytes / pr.median / 1e9);
+              }
+            }
+          }
           std::fflush(stdout);
         }
       }

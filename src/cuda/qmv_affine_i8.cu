@@ -57,9 +57,8 @@ std::string qmv_affine_i8_supports(const Problem& p) {
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.m > 2) return "M <= 2 (two rows of x share the code registers)";
   if (p.k % (4 * p.format.group_size) != 0) return "needs K % (4 * group_size) == 0";
-  if (i8_smem_bytes(static_cast<int>(p.k), p.format.group_size, static_cast<int>(p.m)) > 200 * 1024)
-    return "K too long for x's planes in shared memory";
   if (p.compute_capability != 0 && p.compute_capability < 90)
     return "needs sm_90 (programmatic dependent launch)";
   return {};
@@ -68,14 +67,14 @@ std::string qmv_affine_i8_supports(const Problem& p) {
 namespace {
 
 // Warps per block (they split the block's K): enough that the grid holds ~1280 warps, at least
-// 2 and at most 8 (H200 int4 g64: 2 for 14336x5120, 4 for 5120x14336; docs/PERF.md).
-// QUANTA_QMV_I8_WARPS overrides it for tuning runs.
+// 2 and at most 8 (H200 int4 g64: 2 for 14336x5120 and 27648x5120, 4 for 5120x14336;
+// docs/PERF.md). QUANTA_QMV_I8_WARPS overrides it for tuning runs.
 int warps_for(int tiles, int steps) {
   int w = 2;
   while (w < 8 && w * tiles < 1280) w *= 2;
   if (const char* e = std::getenv("QUANTA_QMV_I8_WARPS")) w = std::atoi(e);
-  if (w < 1 || w > kI8MaxWarps) w = 2;
-  return std::max(1, std::min(w, steps));
+  if (w < 1) w = 2;
+  return std::max(1, std::min({w, steps, kI8MaxWarps}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// qmv_affine_i8: affine nk, M = 1, f16/bf16 activations, 2/4/8-bit codes, on integer mma.
+// qmv_affine_i8: affine nk, M <= 2, f16/bf16 activations, 2/4/8-bit codes, on integer mma.
 //
 //   x[k] ≈ d_g·(h[k] + l[k]/256)        per group g of x: d_g = max|x|/127; h, l int8 planes
 //   H[n,g] = Σ_{k∈g} q[n,k]·h[k], L = Σ q·l      exact int32 (mma m16n8k32, u8 x s8)
@@ -10,7 +10,8 @@
 // 512 codes. The f16 "split" kernels (qmv_affine_rd/_tc) spend ~0.1 instructions per code and
 // stall at ~40% of the roof (docs/PERF.md).
 //
-// Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups. In a step,
+// Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups, and each
+// serves every row of x (MT = M: both rows share the code registers). In a step,
 // lane (g = lane/4, q = lane%4) streams group 4s+q of rows g and g+8 in 16-byte pieces. mma
 // columns 2q and 2q+1 are that group's h and l planes: lane (2q, q) feeds h and (2q+1, q) feeds
 // l into B, every other lane feeds zeros, so C[g][2q..2q+1] held by lane (g, q) are exactly its
@@ -18,8 +19,11 @@
 //
 // x becomes its planes once per call in a pre-pass (qmv_x_planes) that writes them in B-fragment
 // order; the main kernel uses programmatic dependent launch so its first code loads overlap it.
-// (Persistent blocks that build the planes themselves measured slower: 24-31 us against 17-29 us
-// on the int4 shapes of docs/PERF.md.)
+// Measured and dropped (docs/PERF.md): persistent blocks building the planes themselves (24-31
+// us against 17-29 us), skipping the pre-pass entirely (only ~1.3 us saved: the main kernel is
+// the cost), persistent blocks fed by bulk copies + mbarriers through shared memory (22-26 us),
+// and M = 3..8 as pairs of rows of x on further warps of the block (2-5x the M = 1 time: more
+// than qmm_affine_tc).
 // The planes hold x to 16 bits relative to each group's max |x|: finer than bf16 for elements
 // within 256x of their group's max and than f16 within 32x; smaller elements of a group with a
 // stronger outlier lose precision (at most max|x|/65024 each).
@@ -37,7 +41,7 @@
 namespace quanta::cuda {
 
 inline constexpr int kI8Rows = 16;  // rows per block (the mma's M)
-inline constexpr int kI8MaxWarps = 16;
+inline constexpr int kI8MaxWarps = 8;
 
 struct I8Args {
   const uint8_t* codes;
@@ -50,7 +54,6 @@ struct I8Args {
   int32_t m, n, k;     // m <= MT rows of x; the planes and (d, X) are per row of x
   int64_t row_bytes;
 };
-
 // Geometry of one (bits, group) instance.
 template <int BITS, int G>
 struct I8Geom {
@@ -62,9 +65,11 @@ struct I8Geom {
   static constexpr int kRegs = kWords * kRegsPerWord;    // per piece and row
   static constexpr int kSlices = kRegs / 2;              // mma k32 slices per piece
   static constexpr int kCodes = kPieceBytes * 8 / BITS;  // codes per piece
-  // Steps held in registers; each piece is refilled right after use, so DS·kPieces pieces
-  // (4-8) are in flight per lane.
-  static constexpr int kDepth = std::max(1, 4 / kPieces);
+  // Steps held in registers; each piece is refilled right after use, so about 4-6 pieces are in
+  // flight per lane (H200 int4 g64: at M = 1, 6 pieces ran 5-15% faster than 4 and 8 slower; at
+  // M = 2, where the registers are capped, 6 ran 10-20% slower than 4).
+  template <int MT>
+  static constexpr int kDepth = kPieces == 1 ? 4 : std::max(1, (MT == 1 ? 6 : 4) / kPieces);
   static_assert(kCodes == kSlices * 8 && kRegs % 2 == 0);
   // B words of one (group, plane): [piece][slice][2].
   static constexpr int kPlaneWords = kPieces * kSlices * 2;
@@ -180,22 +185,15 @@ __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[
   }
 }
 
-// Shared memory of the main kernel ((d, X) per group, then x's planes) and the pre-pass's
-// scratch (the same bytes in global memory).
-__host__ __device__ inline std::size_t i8_gx_bytes(int groups) {
-  return (static_cast<std::size_t>(groups) * sizeof(float2) + 15) & ~std::size_t{15};
-}
+// The pre-pass's scratch per row of x: (d, X) per group and the planes.
 __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
   return static_cast<std::size_t>(k) * 2;
-}
-inline std::size_t i8_smem_bytes(int k, int group, int rows) {
-  return static_cast<std::size_t>(rows) * (i8_gx_bytes(k / group) + i8_planes_bytes(k));
 }
 
 template <class T, int BITS, int G, int MT>
 __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
   using Geom = I8Geom<BITS, G>;
-  constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::kDepth;
+  constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::template kDepth<MT>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int warps = static_cast<int>(blockDim.x) >> 5;
@@ -207,11 +205,17 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const bool b_lane = (g >> 1) == q;
   const int plane = g & 1;
 
-  // Codes: the piece sequence of this warp (steps warp, warp + warps, ...; P pieces each) runs
-  // DS steps ahead in registers, issued before waiting for the pre-pass.
+  // Codes, scales and biases of this warp's steps run DS steps ahead in registers, issued
+  // before waiting for the pre-pass. (Scales loaded when their step ran stalled the warp on a
+  // DRAM miss once per 32-byte sector: +13-15% from riding the ring.)
   const uint8_t* w_lo = a.codes + static_cast<int64_t>(r_lo) * a.row_bytes + q * Geom::kGroupBytes;
   const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kGroupBytes;
+  const T* scales = static_cast<const T*>(a.scales);
+  const T* biases = static_cast<const T*>(a.biases);
+  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups,
+                sb_hi = static_cast<int64_t>(r_hi) * groups;
   uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
+  T ring_sb[DS][4];
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
@@ -219,33 +223,25 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
       i8_load_piece<W>(w_hi + off, hi);
     }
   };
+  auto load_sb = [&](int s, T(&sb)[4]) {
+    if (s < steps) {
+      const int grp = 4 * s + q;
+      sb[0] = scales[sb_lo + grp], sb[1] = biases[sb_lo + grp];
+      sb[2] = scales[sb_hi + grp], sb[3] = biases[sb_hi + grp];
+    }
+  };
 #pragma unroll
-  for (int u = 0; u < DS; ++u)
+  for (int u = 0; u < DS; ++u) {
+    load_sb(warp + u * warps, ring_sb[u]);
 #pragma unroll
     for (int p = 0; p < P; ++p) load_piece(warp + u * warps, p, ring_lo[u][p], ring_hi[u][p]);
-
-  // Shared memory per row m of x: (d, X) [groups], then the planes [groups][2][kPlaneWords].
-  // Rows m >= a.m (MT rounds M up) are never read.
-  const std::size_t row_smem = i8_gx_bytes(groups) + i8_planes_bytes(a.k);
-  auto gx_of = [&](int m) { return reinterpret_cast<float2*>(smem + m * row_smem); };
-  auto planes_of = [&](int m) {
-    return reinterpret_cast<uint32_t*>(smem + m * row_smem + i8_gx_bytes(groups));
-  };
-  grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
-  for (int m = 0; m < a.m; ++m) {
-    for (int i = static_cast<int>(threadIdx.x); i < groups; i += static_cast<int>(blockDim.x))
-      gx_of(m)[i] = a.gx[m * groups + i];
-    const int plane_vecs = static_cast<int>(i8_planes_bytes(a.k) / 16);
-    const uint4* src = reinterpret_cast<const uint4*>(a.planes) + m * plane_vecs;
-    for (int i = static_cast<int>(threadIdx.x); i < plane_vecs; i += static_cast<int>(blockDim.x))
-      reinterpret_cast<uint4*>(planes_of(m))[i] = src[i];
   }
-  __syncthreads();
 
-  const T* scales = static_cast<const T*>(a.scales);
-  const T* biases = static_cast<const T*>(a.biases);
-  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups,
-                sb_hi = static_cast<int64_t>(r_hi) * groups;
+  grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
+  // B fragments and (d, X) straight from the pre-pass's global buffers: a few KB that every
+  // block reads, so they stay in L1/L2 (a shared-memory copy per block measured no faster).
+  const uint32_t* planes = a.planes;
+  const float2* gx = a.gx;
   float acc_lo[MT] = {}, acc_hi[MT] = {};
   for (int s0 = warp; s0 < steps; s0 += DS * warps) {
 #pragma unroll
@@ -253,9 +249,9 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
       const int s = s0 + u * warps;
       if (s >= steps) break;  // uniform across the warp
       const int grp = 4 * s + q;
-      // Scale and bias loads go out first: they are needed last.
-      const T s_lo = scales[sb_lo + grp], b_lo = biases[sb_lo + grp];
-      const T s_hi = scales[sb_hi + grp], b_hi = biases[sb_hi + grp];
+      const float sl = to_f32(ring_sb[u][0]), bl = to_f32(ring_sb[u][1]);
+      const float sh = to_f32(ring_sb[u][2]), bh = to_f32(ring_sb[u][3]);
+      load_sb(s + DS * warps, ring_sb[u]);  // refill, DS steps ahead
       const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
       int c[MT][4] = {};
 #pragma unroll
@@ -269,7 +265,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-          const uint32_t* bsrc = planes_of(m) + boff + p * Geom::kSlices * 2;
+          const uint32_t* bsrc =
+              planes + static_cast<int64_t>(m) * (a.k / 2) + boff + p * Geom::kSlices * 2;
           uint32_t bw[Geom::kSlices * 2];
 #pragma unroll
           for (int i = 0; i < Geom::kSlices * 2; i += 4) {
@@ -285,11 +282,10 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
         load_piece(s + DS * warps, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
       }
       // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
-      const float sl = to_f32(s_lo), bl = to_f32(b_lo), sh = to_f32(s_hi), bh = to_f32(b_hi);
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         if (m >= a.m) break;
-        const float2 dx = gx_of(m)[grp];
+        const float2 dx = gx[static_cast<int64_t>(m) * groups + grp];
         const float v_lo =
             dx.x * fmaf(static_cast<float>(c[m][1]), 1.0f / 256.0f, static_cast<float>(c[m][0]));
         const float v_hi =
@@ -300,39 +296,49 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     }
   }
 
+  // Row sums: the quad's lanes, then the warps through shared memory ([warp][m][16 rows]).
+  float* part = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    if (m >= a.m) break;  // uniform across the block
-    store_row_tile<T>(acc_lo[m], acc_hi[m], smem, row0, a.n, static_cast<T*>(a.y) + m * a.n);
+    acc_lo[m] += __shfl_xor_sync(0xffffffffu, acc_lo[m], 1);
+    acc_lo[m] += __shfl_xor_sync(0xffffffffu, acc_lo[m], 2);
+    acc_hi[m] += __shfl_xor_sync(0xffffffffu, acc_hi[m], 1);
+    acc_hi[m] += __shfl_xor_sync(0xffffffffu, acc_hi[m], 2);
+    if (q == 0) {
+      part[(warp * MT + m) * kI8Rows + g] = acc_lo[m];
+      part[(warp * MT + m) * kI8Rows + g + 8] = acc_hi[m];
+    }
+  }
+  __syncthreads();
+  T* y = static_cast<T*>(a.y);
+  for (int i = static_cast<int>(threadIdx.x); i < a.m * kI8Rows;
+       i += static_cast<int>(blockDim.x)) {
+    const int m = i / kI8Rows, r = i % kI8Rows, row = row0 + r;
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += part[(w * MT + m) * kI8Rows + r];
+    if (row < a.n) y[static_cast<int64_t>(m) * a.n + row] = from_f32<T>(sum);
   }
 }
 
-// Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch.
+// Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch
+// (its first code loads overlap the pre-pass).
 template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
   const int threads = a.k * BITS / 32;
   qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  const std::size_t smem = i8_smem_bytes(a.k, G, a.m);
-  auto kernel = qmv_affine_i8_kernel<T, BITS, G, MT>;
-  if (smem > 48 * 1024) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-        e != cudaSuccess)
-      return e;
-  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>((a.n + kI8Rows - 1) / kI8Rows));
   cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float);
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, a);
+  return cudaLaunchKernelEx(&cfg, qmv_affine_i8_kernel<T, BITS, G, MT>, a);
 }
 
 }  // namespace quanta::cuda
