@@ -88,41 +88,6 @@ for s in $steps; do
       timeout 200 "$P" --kernel qmm_affine_tc --dtypes bf16,f16 --m 1 >>"$OUT/probe_extra.log" 2>&1
       echo "probe extra rc=$?"; grep -vE "^device|^kernel" "$OUT/probe_extra.log"
       ;;
-    i8modes)  # qmv_affine_i8 variants (QUANTA_QMV_I8_MODE flags, qmv_affine_i8.cuh): tests, then times
-      for mode in ${I8_TEST_MODES:-0 1 2 3}; do
-        QUANTA_QMV_I8_MODE=$mode timeout 120 "$T" --gtest_brief=1 \
-          --gtest_filter='All/CudaAffine.IntegerMmaQmv/*:All/CudaAffine.AutoSelectionEveryM/b4_g64' \
-          >"$OUT/tests_i8_mode$mode.log" 2>&1
-        echo "mode $mode tests rc=$? $(grep -cE '^\[  FAILED' "$OUT/tests_i8_mode$mode.log") failed lines"
-      done
-      [ -n "${I8_ROOF:-1}" ] && timeout 100 "$P" --m 1 --dtypes f16 --no-cublas --read-at-size >"$OUT/probe_i8_roof.log" 2>&1
-      cat "$OUT/probe_i8_roof.log"
-      for mode in ${I8_TIME_MODES:-0 1 2 3 4 5 6 7}; do
-        QUANTA_QMV_I8_MODE=$mode timeout 100 "$P" --m 1,2 --dtypes f16 --no-cublas >"$OUT/probe_i8_mode$mode.log" 2>&1
-        echo "mode $mode:"; grep -E "^qmv" "$OUT/probe_i8_mode$mode.log" | awk '{print "  ",$4,$5,$6,$7,$10,$11}'
-      done
-      for w in ${I8_WARPS:-1 2 4 8}; do
-        QUANTA_QMV_I8_WARPS=$w QUANTA_QMV_I8_MODE=3 timeout 100 "$P" --m 1 --dtypes f16 --no-cublas >"$OUT/probe_i8_m3w$w.log" 2>&1
-        echo "mode 3 warps $w:"; grep -E "^qmv" "$OUT/probe_i8_m3w$w.log" | awk '{print "  ",$4,$5,$6,$7,$10,$11}'
-      done
-      ;;
-    i8s)  # the streamed qmv_affine_i8 (mode 8 flags) per chunk build, then Nsight Compute on both kernels
-      for pv in quanta_cuda_probe quanta_cuda_probe_c1024 quanta_cuda_probe_c256; do
-        [ -x "$D/$pv" ] || continue
-        for mode in 10 12; do
-          QUANTA_QMV_I8_MODE=$mode timeout 100 "$D/$pv" --m 1,2 --dtypes f16 --no-cublas --check >"$OUT/i8s_${pv}_$mode.log" 2>&1
-          echo "$pv mode $mode:"; grep -E "^qmv" "$OUT/i8s_${pv}_$mode.log" | awk '{print "  ",$4,$5,$6,$7,$10,$11,$NF}'
-        done
-      done
-      m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sectors_srcunit_tex_op_read.sum'
-      for kv in "12 qmv_affine_i8s" "4 qmv_affine_i8_kernel"; do
-        set -- $kv
-        QUANTA_QMV_I8_MODE=$1 timeout 200 ncu --clock-control none --kernel-name regex:$2 --launch-skip 5 --launch-count 1 \
-          --metrics "$m" "$P" --shapes 14336x5120 --m 1 --dtypes f16 --no-cublas --replays 2 >"$OUT/ncu_$2.log" 2>&1
-        echo "ncu $2 rc=$?"
-        grep -E "stalled|inst_executed|duration|dram__|issue_active|warps_active|lts__" "$OUT/ncu_$2.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|warps|lts/' | sed -E 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | head -30
-      done
-      ;;
     *)
       echo "unknown step $s"
       ;;
