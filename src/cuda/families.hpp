@@ -39,6 +39,12 @@ std::string qmv_affine_i8_supports(const Problem& p);
 void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmm_affine_i8.cu: affine nk, f16/bf16, 2/4/8-bit, M <= 8; qmv_affine_i8's integer mma with
+// the rows of x as the mma's columns (one mma serves 4 rows of x).
+std::string qmm_affine_i8_supports(const Problem& p);
+void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
 // qmm_affine_mma.cu: affine nk, f16/bf16, larger M; tiles dequantized into shared memory,
 // ldmatrix + mma.sync, multi-stage cp.async pipeline.
 std::string qmm_affine_mma_supports(const Problem& p);

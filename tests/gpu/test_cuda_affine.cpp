@@ -112,6 +112,24 @@ TEST_P(CudaAffine, IntegerMmaQmv) {
   }
 }
 
+TEST_P(CudaAffine, IntegerMmaSmallM) {
+  const auto [bits, group] = GetParam();
+  if (bits != 2 && bits != 4 && bits != 8) GTEST_SKIP() << "qmm_affine_i8 serves 2, 4 and 8 bits";
+  if (bits * group < 128) GTEST_SKIP() << "qmm_affine_i8 needs group * bits >= 128";
+  for (DType t : {DType::f16, DType::bf16}) {
+    // One step of 4 groups, several, an odd count per warp, ragged N.
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 15);
+      const QuantizedMatrix w = to_device(hw);
+      for (int64_t m : {3, 4, 5, 7, 8}) {
+        const auto a = run_check(hw, w, t, m, "qmm_affine_i8", 16);
+        const auto b = run_check(hw, w, t, m, "qmm_affine_i8", 16);
+        EXPECT_EQ(a, b) << "qmm_affine_i8 result changed between runs (M = " << m << ")";
+      }
+    }
+  }
+}
+
 TEST_P(CudaAffine, F32Kernel) {
   const auto [bits, group] = GetParam();
   const QuantizedMatrix hw =

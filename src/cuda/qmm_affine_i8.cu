@@ -1,0 +1,144 @@
+// qmm_affine_i8: the launcher, its `supports` rule and the dispatch over dtype x bits x group x
+// column tiles. Kernels and rationale: qmm_affine_i8.cuh. Instances: qmm_affine_i8_b*.cu.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "cuda/checks.hpp"
+#include "cuda/families.hpp"
+#include "cuda/qmm_affine_i8.cuh"
+#include "cuda/runtime.cuh"
+#include "cuda/workspace.hpp"
+
+namespace quanta::cuda {
+
+// clang-format off
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
+// clang-format on
+
+std::string qmm_affine_i8_supports(const Problem& p) {
+  if (p.format.scheme != Scheme::affine) return "affine only";
+  if (p.format.bits != 2 && p.format.bits != 4 && p.format.bits != 8)
+    return "2, 4 or 8-bit codes (whole bytes of 4 codes per mma register)";
+  if (p.format.bits * p.format.group_size < 128)
+    return "needs group_size * bits >= 128 (a lane's quarter of a group is a 32-bit word)";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
+  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.m > kXcMaxM)
+    return "M <= " + std::to_string(kXcMaxM) + " (two column tiles of 4 rows of x)";
+  if (p.k % (4 * p.format.group_size) != 0)
+    return "needs K % (4 * group_size) == 0 (steps of 4 groups, 8-byte scale loads)";
+  if ((p.k * p.format.bits / 8) % 16 != 0) return "needs K * bits % 128 == 0 (16-byte code rows)";
+  if (p.compute_capability != 0 && p.compute_capability < 90)
+    return "needs sm_90 (programmatic dependent launch)";
+  return {};
+}
+
+namespace {
+
+// Warps per block (they split K): enough that the grid holds ~1280 warps, 2 to 8, and at least
+// 4 with two column tiles (H200 int4 g64, M = 8: 4 warps 33-55 us against 46-65 with 2 and
+// 42-66 with 8). QUANTA_QMM_I8_WARPS overrides it for tuning runs.
+int warps_for(int tiles, int steps, int column_tiles) {
+  int w = 2;
+  while (w < kXcMaxWarps && w * tiles < 1280) w *= 2;
+  if (column_tiles == 2) w = std::max(w, 4);
+  if (const char* e = std::getenv("QUANTA_QMM_I8_WARPS")) w = std::atoi(e);
+  if (w < 1 || w > kXcMaxWarps) w = 2;
+  return std::max(1, std::min(w, steps));
+}
+
+}  // namespace
+
+void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                   const Context& ctx) {
+  constexpr std::string_view kName = "qmm_affine_i8", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
+      !alignment_ok(w.scales, 8, ctx, kName, kOp, "w.scales") ||
+      !alignment_ok(w.biases, 8, ctx, kName, kOp, "w.biases"))
+    return matmul_generic(x, w, nullptr, y, ctx);
+  const cudaStream_t stream = stream_of(ctx);
+  const int groups = static_cast<int>(w.k / w.format.group_size);
+  const std::size_t plane_bytes = static_cast<std::size_t>(x.rows) * w.k * 2;
+  auto* scratch = static_cast<uint8_t*>(
+      stream_scratch(stream, Scratch::x_planes,
+                     plane_bytes + static_cast<std::size_t>(x.rows) * groups * sizeof(float2)));
+  XcArgs a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = w.scales;
+  a.biases = w.biases;
+  a.x = x.data;
+  a.y = y.data;
+  a.planes = reinterpret_cast<uint32_t*>(scratch);
+  a.gx = reinterpret_cast<float2*>(scratch + plane_bytes);
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.row_bytes = w.k * w.format.bits / 8;
+  const int warps = warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4, a.m <= 4 ? 1 : 2);
+  cudaError_t status = cudaSuccess;
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    auto by_tiles = [&]<int BITS, int G>() {
+      if (a.m <= 4)
+        status = launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream);
+      else
+        status = launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
+    };
+    auto by_group = [&]<int BITS>() {
+      switch (w.format.group_size) {
+        case 32:
+          if constexpr (BITS != 2) by_tiles.template operator()<BITS, 32>();
+          break;
+        case 64:
+          by_tiles.template operator()<BITS, 64>();
+          break;
+        default:
+          by_tiles.template operator()<BITS, 128>();
+          break;
+      }
+    };
+    if (w.format.bits == 2)
+      by_group.template operator()<2>();
+    else if (w.format.bits == 4)
+      by_group.template operator()<4>();
+    else
+      by_group.template operator()<8>();
+  });
+  QUANTA_CUDA_CHECK(status);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace quanta::cuda

@@ -1,0 +1,292 @@
+// qmm_affine_i8: affine nk, small M (up to 8 rows of x), f16/bf16 activations, 2/4/8-bit codes,
+// on integer mma with the rows of x as the mma's columns.
+//
+// The arithmetic is qmv_affine_i8's (x as two int8 planes per group, codes as u8 operands of
+// mma m16n8k32, y = Σ_g s·d_g·(H + L/256) + b·X_g), the tiling is not: there the 8 mma columns
+// are 4 groups x 2 planes of one row of x, so every extra row of x costs a full set of mma and B
+// loads; here they are 4 rows of x x 2 planes of one group, so one mma serves 4 rows of x and a
+// second column tile serves rows 4-7.
+//
+// Tile: a block owns 16 rows of W (the mma's M); its warps split K in steps of 4 consecutive
+// groups (so each lane's scales and biases of a step are one 8-byte load). For a group, the
+// quad of lanes (g = lane/4, q = lane%4) holds its codes for rows g and g+8, lane q the q-th
+// quarter (G/4 codes, G·BITS/32 bytes, one load per row); the group is G/32 mma k32 slices.
+// B column n of tile t is row 4t + n/2 of x, plane n%2; C[g][2q..2q+1] held by lane (g, q) is
+// (H, L) of row 4t+q of x, so every lane applies the scale of its rows of W to its rows of x.
+// x's planes come from a pre-pass (qmm_x_planes) in that B order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/qmv_affine_i8.cuh"  // i8_pos, i8_code_reg, imma_16832, grid dependency
+
+namespace quanta::cuda {
+
+inline constexpr int kXcRows = 16;     // rows of W per block (the mma's M)
+inline constexpr int kXcMaxWarps = 8;  // warps per block (they split the groups)
+inline constexpr int kXcMaxM = 8;      // rows of x: two column tiles of 4
+
+struct XcArgs {
+  const uint8_t* codes;
+  const void* scales;  // T [N, K/G]
+  const void* biases;  // T [N, K/G]
+  const void* x;       // T [M, K]
+  void* y;             // T [M, N]
+  uint32_t* planes;    // [M][K/G][G/2 words], written by the pre-pass (XcGeom order)
+  float2* gx;          // [M][K/G]: (d_g, X_g), written by the pre-pass
+  int32_t m, n, k;
+  int64_t row_bytes;
+};
+
+template <int BITS, int G>
+struct XcGeom {
+  static constexpr int kGroupBytes = G * BITS / 8;
+  static constexpr int kLaneBytes = kGroupBytes / 4;  // one quarter of a group's row
+  static constexpr int kLaneWords = kLaneBytes / 4;
+  static constexpr int kRegs = G / 16;    // u8x4 registers: G/4 codes per lane and row
+  static constexpr int kSlices = G / 32;  // mma k32 per group
+  // Steps (4 consecutive groups) held in registers ahead of use: ~64-128 bytes of codes per lane
+  // in flight.
+  static constexpr int kDepth = std::max(1, std::min(4, 16 / kLaneBytes));
+  static_assert(kLaneWords >= 1, "a lane's quarter of a group must be whole 32-bit words");
+  static_assert(kRegs == 2 * kSlices);
+  // B words of one (row of x, group): [q][plane][slice][2].
+  static constexpr int kPlaneWords = G / 2;
+};
+
+// Codes of lane q, row r, group grp: kLaneWords words, loaded 16 bytes at a time.
+template <int WORDS>
+__device__ __forceinline__ void xc_load(const uint8_t* src, uint32_t (&w)[WORDS]) {
+  if constexpr (WORDS % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < WORDS; i += 4) {
+      const uint4 a = *reinterpret_cast<const uint4*>(src + 4 * i);
+      w[i] = a.x, w[i + 1] = a.y, w[i + 2] = a.z, w[i + 3] = a.w;
+    }
+  } else if constexpr (WORDS == 2) {
+    const uint2 a = *reinterpret_cast<const uint2*>(src);
+    w[0] = a.x, w[1] = a.y;
+  } else {
+    static_assert(WORDS == 1);
+    w[0] = *reinterpret_cast<const uint32_t*>(src);
+  }
+}
+
+// Pre-pass: one thread per (row of x, group, quarter q); the group's max |x| and sum by
+// shuffles among its 4 threads (consecutive lanes). Writes the B words lane q of a column reads.
+template <class T, int BITS, int G>
+__global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, float2* gx_rows,
+                                    int k) {
+  using Geom = XcGeom<BITS, G>;
+  constexpr int kPer = G / 4;  // elements of x per thread
+  const int groups = k / G;
+  const T* x = x_rows + static_cast<int64_t>(blockIdx.y) * k;
+  uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * groups * Geom::kPlaneWords;
+  float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * groups;
+  grid_dependency_release();  // the main kernel may start loading codes now
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const bool live = t < groups * 4;
+  const int grp = live ? t / 4 : 0, q = t % 4;
+  const T* src = x + static_cast<int64_t>(grp) * G + q * kPer;
+  float v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) v[i] = to_f32(src[i]);
+  float amax = 0.0f, sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    amax = fmaxf(amax, fabsf(v[i]));
+    sum += v[i];
+  }
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  }
+  if (!live) return;
+  const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
+  const float inv = 1.0f / d;
+  if (q == 0) gx[grp] = make_float2(d, sum);
+  uint32_t* out = planes + static_cast<int64_t>(grp) * Geom::kPlaneWords;
+#pragma unroll
+  for (int r = 0; r < Geom::kRegs; ++r) {  // register r of the lane's codes: slice r/2, half r%2
+    uint32_t wh = 0, wl = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const float xv = v[i8_pos<BITS>(r, b)];
+      const float h = fminf(fmaxf(rintf(xv * inv), -127.0f), 127.0f);
+      const float res = fmaf(-h, d, xv);  // |res| <= d/2
+      const float l = fminf(fmaxf(rintf(res * inv * 256.0f), -127.0f), 127.0f);
+      wh |= (static_cast<uint32_t>(static_cast<int32_t>(h)) & 0xffu) << (8 * b);
+      wl |= (static_cast<uint32_t>(static_cast<int32_t>(l)) & 0xffu) << (8 * b);
+    }
+    out[(q * 2 + 0) * Geom::kRegs + r] = wh;
+    out[(q * 2 + 1) * Geom::kRegs + r] = wl;
+  }
+}
+
+template <class T, int BITS, int G, int NT>
+__global__ void __launch_bounds__(kXcMaxWarps * 32) qmm_affine_i8_kernel(XcArgs a) {
+  using Geom = XcGeom<BITS, G>;
+  constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int row0 = static_cast<int>(blockIdx.x) * kXcRows;
+  const int r_lo = min(row0 + g, a.n - 1), r_hi = min(row0 + g + 8, a.n - 1);  // past N: not stored
+  const int groups = a.k / G;
+
+  // Codes, scales and biases of this warp's steps (warp, warp + warps, ...) run DS steps ahead in
+  // registers, issued before waiting for the pre-pass.
+  const int steps = groups / 4;
+  const uint8_t* w_lo = a.codes + static_cast<int64_t>(r_lo) * a.row_bytes + q * Geom::kLaneBytes;
+  const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kLaneBytes;
+  const uint8_t* scales = static_cast<const uint8_t*>(a.scales);
+  const uint8_t* biases = static_cast<const uint8_t*>(a.biases);
+  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups * 2,
+                sb_hi = static_cast<int64_t>(r_hi) * groups * 2;
+  uint32_t ring_lo[DS][4][W], ring_hi[DS][4][W];
+  uint2 ring_sb[DS][4];  // s and b of rows g, g+8: 4 values of T each
+  auto load = [&](int s, int u) {
+    if (s < steps) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t off = static_cast<int64_t>(4 * s + i) * Geom::kGroupBytes;
+        xc_load<W>(w_lo + off, ring_lo[u][i]);
+        xc_load<W>(w_hi + off, ring_hi[u][i]);
+      }
+      const int64_t off = static_cast<int64_t>(s) * 8;
+      ring_sb[u][0] = *reinterpret_cast<const uint2*>(scales + sb_lo + off);
+      ring_sb[u][1] = *reinterpret_cast<const uint2*>(biases + sb_lo + off);
+      ring_sb[u][2] = *reinterpret_cast<const uint2*>(scales + sb_hi + off);
+      ring_sb[u][3] = *reinterpret_cast<const uint2*>(biases + sb_hi + off);
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < DS; ++u) load(warp + u * warps, u);
+
+  grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
+  // B column g of tile t: row 4t + g/2 of x, plane g%2.
+  const uint32_t* b_src[NT];
+  bool b_live[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int m = 4 * t + (g >> 1);
+    b_live[t] = m < a.m;
+    b_src[t] = a.planes + (static_cast<int64_t>(b_live[t] ? m : 0) * groups) * Geom::kPlaneWords +
+               (q * 2 + (g & 1)) * R;
+  }
+  // The i-th value of T in a uint2 of 4, as f32.
+  auto value = [](const uint2& v, int i) {
+    const uint32_t w = i < 2 ? v.x : v.y;
+    const uint32_t bits = i % 2 ? w >> 16 : w & 0xffffu;
+    if constexpr (std::is_same_v<T, __half>)
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    else
+      return __uint_as_float(bits << 16);  // bf16 is the upper half of an f32
+  };
+  float acc[NT][2] = {};  // rows g, g+8 of W; row 4t + q of x
+  for (int s0 = warp; s0 < steps; s0 += DS * warps) {
+#pragma unroll
+    for (int u = 0; u < DS; ++u) {
+      const int s = s0 + u * warps;
+      if (s >= steps) break;  // uniform across the warp
+      uint32_t a_lo[4][R], a_hi[4][R];
+      float sb[4][4];  // [group][s_lo, b_lo, s_hi, b_hi]
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          a_lo[i][r] = i8_code_reg<BITS, W>(ring_lo[u][i], r);
+          a_hi[i][r] = i8_code_reg<BITS, W>(ring_hi[u][i], r);
+        }
+#pragma unroll
+        for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i);
+      }
+      load(s + DS * warps, u);  // refill, DS steps ahead
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int grp = 4 * s + i;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          uint32_t b[R];
+          const uint32_t* bs = b_src[t] + static_cast<int64_t>(grp) * Geom::kPlaneWords;
+          if constexpr (R % 4 == 0) {
+#pragma unroll
+            for (int j = 0; j < R; j += 4) {
+              const uint4 v =
+                  b_live[t] ? *reinterpret_cast<const uint4*>(bs + j) : make_uint4(0u, 0u, 0u, 0u);
+              b[j] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
+            }
+          } else {
+            static_assert(R == 2);
+            const uint2 v = b_live[t] ? *reinterpret_cast<const uint2*>(bs) : make_uint2(0u, 0u);
+            b[0] = v.x, b[1] = v.y;
+          }
+          int c[4] = {};
+#pragma unroll
+          for (int j = 0; j < Geom::kSlices; ++j)
+            imma_16832(c, a_lo[i][2 * j], a_hi[i][2 * j], a_lo[i][2 * j + 1], a_hi[i][2 * j + 1],
+                       b[2 * j], b[2 * j + 1]);
+          // c[0], c[1] = H, L of row g of W and row 4t + q of x; c[2], c[3] of row g + 8.
+          const int m = 4 * t + q;
+          if (m < a.m) {
+            const float2 dx = a.gx[static_cast<int64_t>(m) * groups + grp];
+            const float v_lo =
+                dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
+            const float v_hi =
+                dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
+            acc[t][0] = fmaf(sb[i][0], v_lo, fmaf(sb[i][1], dx.y, acc[t][0]));
+            acc[t][1] = fmaf(sb[i][2], v_hi, fmaf(sb[i][3], dx.y, acc[t][1]));
+          }
+        }
+      }
+    }
+  }
+
+  // Sum over the warps through shared memory ([warp][row of x][16 rows of W]).
+  float* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int m = 4 * t + q;
+    part[(warp * 4 * NT + m) * kXcRows + g] = acc[t][0];
+    part[(warp * 4 * NT + m) * kXcRows + g + 8] = acc[t][1];
+  }
+  __syncthreads();
+  T* y = static_cast<T*>(a.y);
+  for (int i = static_cast<int>(threadIdx.x); i < a.m * kXcRows;
+       i += static_cast<int>(blockDim.x)) {
+    const int m = i / kXcRows, r = i % kXcRows, row = row0 + r;
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += part[(w * 4 * NT + m) * kXcRows + r];
+    if (row < a.n) y[static_cast<int64_t>(m) * a.n + row] = from_f32<T>(sum);
+  }
+}
+
+// Pre-pass (a grid row per row of x), then the main kernel with programmatic dependent launch.
+template <class T, int BITS, int G, int NT>
+cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, cudaStream_t stream) {
+  const int threads = a.k / G * 4;
+  qmm_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
+      static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>((a.n + kXcRows - 1) / kXcRows));
+  cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, qmm_affine_i8_kernel<T, BITS, G, NT>, a);
+}
+
+}  // namespace quanta::cuda
