@@ -48,8 +48,10 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
     for (int64_t m : {9, 16, 32})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
-    for (int64_t m : {33, 257, 4096})
+    for (int64_t m : {33, 257, 511})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_mma") << "M=" << m;
+    for (int64_t m : {512, 4096})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_dq") << "M=" << m;
   }
 }
 
@@ -85,14 +87,18 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   // Code rows that are not whole 16-byte units (3 bits x 4128).
   EXPECT_EQ(pick(affine_problem(1, DType::f16, 3, 32, 4096, 4128)), "matmul_generic");
   EXPECT_EQ(pick(affine_problem(257, DType::f16, 3, 32, 4096, 4128)), "matmul_generic");
+  EXPECT_EQ(pick(affine_problem(512, DType::f16, 3, 32, 4096, 4128)), "qmm_affine_dq");
+  EXPECT_EQ(pick(affine_problem(512, DType::f16, 3, 32, 4096, 4112)), "matmul_generic");
   // The shared-memory MMA kernel reads scales per chunk and takes odd group counts.
   EXPECT_EQ(pick(affine_problem(257, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_mma");
+  EXPECT_EQ(pick(affine_problem(512, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_dq");
   // Odd M and N are fine for the fast paths.
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_i8");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");
   EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_mma");
+  EXPECT_EQ(pick(affine_problem(513, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_dq");
   // [K, N] with N not a multiple of 32.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn)), "matmul_generic");
   EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 64, 512, Layout::kn)), "matmul_generic");

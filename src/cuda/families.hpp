@@ -45,6 +45,12 @@ std::string qmm_affine_i8_supports(const Problem& p);
 void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmm_affine_dq.cpp: affine nk, f16/bf16, large M: slabs of W dequantized (dequantize_affine)
+// and multiplied by cuBLAS.
+std::string qmm_affine_dq_supports(const Problem& p);
+void qmm_affine_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
 // qmm_affine_mma.cu: affine nk, f16/bf16, larger M; tiles dequantized into shared memory,
 // ldmatrix + mma.sync, multi-stage cp.async pipeline.
 std::string qmm_affine_mma_supports(const Problem& p);

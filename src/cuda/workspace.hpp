@@ -14,6 +14,8 @@ enum class Scratch : int {
   split_counters = 1,  // one u32 per output tile; kernels leave them zero again
   expert_flag = 2,     // one int set by gather kernels on an out-of-range id
   x_planes = 3,        // qmv_affine_i8: x as int8 planes in mma order, then (d, X) per group
+  dense_slab = 4,      // qmm_affine_dq: a slab of dequantized weight rows
+  cublas = 5,          // qmm_affine_dq: cuBLAS's workspace (explicit, so graphs can capture it)
 };
 
 // At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers

@@ -3,6 +3,7 @@
 // layouts; outputs poisoned first. Plus the selector's choice run end to end.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu/gpu_util.hpp"
@@ -128,6 +129,27 @@ TEST_P(CudaAffine, IntegerMmaSmallM) {
       }
     }
   }
+}
+
+TEST_P(CudaAffine, DequantizeThenCublas) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw =
+        host_weights(Format::affine(bits, group), t, 136, 256, Layout::nk, 17);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {512, 515}) run_check(hw, w, t, m, "qmm_affine_dq", 18);
+  }
+}
+
+// A 1 MB slab budget leaves 1024 dense rows of K = 512 per slab: N = 2100 takes three equal
+// slabs of 768 rows.
+TEST(CudaAffineDq, SeveralSlabs) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const QuantizedMatrix hw =
+      host_weights(Format::affine(4, 64), DType::bf16, 2100, 512, Layout::nk, 19);
+  ::setenv("QUANTA_QMM_DQ_SLAB_MB", "1", 1);
+  run_check(hw, to_device(hw), DType::bf16, 512, "qmm_affine_dq", 20);
+  ::unsetenv("QUANTA_QMM_DQ_SLAB_MB");
 }
 
 TEST_P(CudaAffine, F32Kernel) {
