@@ -34,18 +34,20 @@ __device__ __forceinline__ void load_chunk(const uint8_t* p, uint32_t (&w)[BITS]
   }
 }
 
-// Code i (0..31, a compile-time constant after unrolling) of a chunk, as f32: the code under
-// the magic exponent 0x4B000000 reads 2^23 + q; subtracting 2^23 is exact.
+// Code i (0..31, a compile-time constant after unrolling) of a chunk.
 template <int BITS>
-__device__ __forceinline__ float code_f32(const uint32_t (&w)[BITS], int i) {
+__device__ __forceinline__ uint32_t code_u32(const uint32_t (&w)[BITS], int i) {
   constexpr uint32_t kMask = (1u << BITS) - 1u;
   const int bit = i * BITS, wi = bit / 32, sh = bit % 32;
-  uint32_t q;
-  if (sh + BITS <= 32)
-    q = (w[wi] >> sh) & kMask;
-  else
-    q = __funnelshift_r(w[wi], w[wi + 1 < BITS ? wi + 1 : BITS - 1], sh) & kMask;
-  return __uint_as_float(q | 0x4B000000u) - 8388608.0f;
+  if (sh + BITS <= 32) return (w[wi] >> sh) & kMask;
+  return __funnelshift_r(w[wi], w[wi + 1 < BITS ? wi + 1 : BITS - 1], sh) & kMask;
+}
+
+// Code i as f32: the code under the magic exponent 0x4B000000 reads 2^23 + q; subtracting 2^23
+// is exact.
+template <int BITS>
+__device__ __forceinline__ float code_f32(const uint32_t (&w)[BITS], int i) {
+  return __uint_as_float(code_u32<BITS>(w, i) | 0x4B000000u) - 8388608.0f;
 }
 
 }  // namespace quanta::cuda

@@ -2,6 +2,9 @@
 // M in {1, 2, 3, 7, 33}; gather with a stack of experts; dequantize byte-equal to the host.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "gpu/gpu_util.hpp"
 
 namespace quanta {
@@ -89,6 +92,46 @@ TEST_P(CudaGeneric, DequantizeIsByteEqualToHost) {
       }
     }
   }
+}
+
+// dequantize_affine's half2 path against the host's f32 arithmetic where double rounding could
+// bite if it were possible: scales and biases of random finite bit patterns (subnormal to huge,
+// either sign), so s·q and b meet at every exponent gap.
+TEST(CudaDequantize, ExtremeScalesAreByteEqualToHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType t : {DType::f16, DType::bf16})
+    for (int bits : {2, 3, 4, 5, 6, 8})
+      for (int group : {32, 128}) {
+        QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 64, 512, Layout::nk, 9);
+        ASSERT_EQ(hw.scale_dtype, t);  // the half2 path needs scales in the output dtype
+        uint32_t state = 12345u + static_cast<uint32_t>(bits * 7 + group);
+        auto next = [&] {
+          state = state * 1664525u + 1013904223u;
+          return static_cast<uint16_t>(state >> 16);
+        };
+        auto finite = [&] {  // a random 16-bit pattern that is not Inf or NaN in t
+          for (;;) {
+            const uint16_t v = next();
+            const uint16_t exp_mask = t == DType::f16 ? 0x7c00 : 0x7f80;
+            if ((v & exp_mask) != exp_mask) return v;
+          }
+        };
+        const int64_t entries = 64 * (512 / group);
+        auto* sc = reinterpret_cast<uint16_t*>(hw.scales);
+        auto* bi = reinterpret_cast<uint16_t*>(hw.biases);
+        for (int64_t i = 0; i < entries; ++i) sc[i] = finite(), bi[i] = finite();
+        const QuantizedMatrix w = to_device(hw);
+        Dense want(t, 64, 512);
+        dequantize(hw, want.mut());
+        DeviceDense out(t, 64, 512);
+        out.poison();
+        Context ctx;
+        ctx.kernel = "dequantize_affine";
+        dequantize(w, out.mut(), ctx);
+        out.download();
+        EXPECT_EQ(std::memcmp(out.host.bytes.data(), want.bytes.data(), want.bytes.size()), 0)
+            << hw.describe() << " -> " << dtype_name(t);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CudaGeneric,
