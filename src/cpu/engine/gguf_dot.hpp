@@ -6,7 +6,7 @@
 // where xs_j are the sums of x over sub-block j (16 or 32 elements; gemv_prep computes them
 // once per call) and the K-quant scales are unpacked for all sub-blocks of a super-block at
 // once, so the per-vector work is: unpack, convert, multiply by x, FMA. q2_K-q5_K do it in two
-// passes over a pair of rows (scales to an L1 buffer, then codes: see gemv_rows).
+// passes over four rows at a time (scales to an L1 buffer, then codes: see gemv_rows).
 #pragma once
 
 #include "cpu/engine/gguf.hpp"
@@ -327,6 +327,11 @@ struct Dot<Q6_K> {
   }
 };
 
+// Rows per pass of the two-pass block types: they share each load of x (57 KB at K = 14336,
+// streamed from L2). Four measured 10-15% faster than two for q2_K and q4_K from DRAM, even for
+// q3_K and q5_K (docs/perf-cpu.md).
+inline constexpr int kPassRows = 4;
+
 // y[n] for n in [n0, n1) over blocks of elements [k0, k1), one row at a time (one stream).
 // Four blocks are in flight, each summing into its own register: one chain would wait on the
 // FMA latency (4 cycles per vector) instead of the loads.
@@ -337,17 +342,23 @@ inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int6
   const int64_t b0 = k0 / T::kElems, b1 = k1 / T::kElems;
   int64_t n = n0;
   if constexpr (requires { &Dot<T>::template codes<2>; }) {
-    // Two rows at a time, in two passes over their blocks: the sub-block scales (and the min
-    // terms) into an L1 buffer, then the codes, each scale read back as the broadcast operand
-    // of an FMA. While a pair is summed, the next pair's bytes are fetched (software prefetch
-    // a pair of rows ahead; the scale pass would otherwise stall on every first touch).
-    constexpr int kMaxBlocks = 128;
-    alignas(64) float sc[2][kMaxBlocks * 16];
+    // kPassRows rows at a time, in two passes over their blocks: the sub-block scales (and the
+    // min terms) into an L1 buffer, then the codes, each scale read back as the broadcast
+    // operand of an FMA. While a pass is summed, the next pass's rows are fetched (software
+    // prefetch; the scale pass would otherwise stall on every first touch). A last pass of
+    // fewer rows runs them one at a time.
+    constexpr int kMaxBlocks = 64, P = kPassRows;
+    alignas(64) float sc[P][kMaxBlocks * 16];
     for (; n < n1;) {
-      const int rows = n + 2 <= n1 ? 2 : 1;
-      const uint8_t* rp[2] = {row_ptr(w, n), row_ptr(w, n + rows - 1)};
-      const uint8_t* next[2] = {row_ptr(w, imin(n + 2, w.n - 1)), row_ptr(w, imin(n + 3, w.n - 1))};
-      F acc[2][2] = {{V::zero(), V::zero()}, {V::zero(), V::zero()}};
+      const int rows = static_cast<int>(imin(P, n1 - n));
+      const uint8_t* rp[P];
+      const uint8_t* next[P];
+      for (int r = 0; r < P; ++r) {
+        rp[r] = row_ptr(w, n + imin(r, rows - 1));
+        next[r] = row_ptr(w, imin(n + P + r, w.n - 1));
+      }
+      F acc[P][2];
+      for (int r = 0; r < P; ++r) acc[r][0] = acc[r][1] = V::zero();
       for (int64_t c0 = b0; c0 < b1; c0 += kMaxBlocks) {
         const int64_t c1 = imin(b1, c0 + kMaxBlocks);
         for (int r = 0; r < rows; ++r) {
@@ -364,16 +375,20 @@ inline void gemv_rows(const WeightPlan& w, const float* x, const float* xs, int6
         }
         from_memory(sc);
         for (int64_t blk = c0; blk < c1; ++blk) {
-          for (int64_t o = 0; o < T::kBytes + 63; o += 64) {
-            V::prefetch(next[0] + blk * T::kBytes + o);
-            V::prefetch(next[1] + blk * T::kBytes + o);
+          for (int64_t o = 0; o < T::kBytes + 63; o += 64)
+            for (int r = 0; r < P; ++r) V::prefetch(next[r] + blk * T::kBytes + o);
+          const uint8_t* bp[P];
+          const float* sp[P];
+          for (int r = 0; r < P; ++r) {
+            bp[r] = rp[r] + blk * T::kBytes;
+            sp[r] = sc[r] + (blk - c0) * 16;
           }
-          const uint8_t* bp[2] = {rp[0] + blk * T::kBytes, rp[1] + blk * T::kBytes};
-          const float* sp[2] = {sc[0] + (blk - c0) * 16, sc[1] + (blk - c0) * 16};
-          if (rows == 2)
-            Dot<T>::template codes<2>(bp, x + blk * T::kElems, sp, acc);
-          else
-            Dot<T>::template codes<1>(bp, x + blk * T::kElems, sp, acc);
+          if (rows == P) {
+            Dot<T>::template codes<P>(bp, x + blk * T::kElems, sp, acc);
+          } else {
+            for (int r = 0; r < rows; ++r)
+              Dot<T>::template codes<1>(bp + r, x + blk * T::kElems, sp + r, acc + r);
+          }
         }
       }
       for (int r = 0; r < rows; ++r) y[n + r] = V::hsum(V::add(acc[r][0], acc[r][1]));
