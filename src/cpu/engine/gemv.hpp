@@ -9,7 +9,8 @@
 // 4-bit codes are unpacked two per byte (lane j of the two vectors holds codes 2j and 2j+1),
 // so x is permuted once per call into that lane order instead of shuffling every weight.
 // One row at a time on purpose: rows read side by side (to share the loads of x) are
-// interleaved streams, which measured slower on the 2-core EPYC (docs/perf-cpu.md).
+// interleaved streams, which measured slower on the 2-core EPYC (docs/perf-cpu.md); 2-bit
+// codes in the quad order are the exception (compute-bound: quad_rows).
 //
 // fp8 (e4m3/e5m2, f32 scale per channel or tensor): y[n] = s[n] · Σ_k x[k]·q[n,k].
 // GGUF blocks: gguf_dot.hpp; several rows of x: gemv_multi.hpp; W [K, N]: gemv_kn.hpp.
@@ -118,10 +119,76 @@ struct Span {
   int64_t n0, n1, k0, k1;
 };
 
+// Affine 2-bit codes in the quad order (kQuadOrder), kQuadRows rows per pass: each load of x
+// (57 KB at K = 14336, streamed from L2) serves every row of the pass, so a vector of 16 codes
+// costs its unpack and one FMA (from DRAM: 1 row 3.7 ms, 2 rows 2.8, 4 rows 2.6-2.8 for g64).
+// The rows' code streams are prefetched side by side. Missing rows of a last short pass repeat
+// its last row (summed, not stored).
+inline constexpr int kQuadRows = 4;
+template <int B, int kG>
+inline void quad_rows(const WeightPlan& w, const float* xp, const float* xs, const Span& sp,
+                      float* y) {
+  constexpr int R = kQuadRows;
+  constexpr int64_t G = kG, kGroupBytes = G * B / 8;
+  const int64_t ga = sp.k0 / G, gb = sp.k1 / G;
+  alignas(64) float sc[R][kGroupBlock];
+  for (int64_t n = sp.n0; n < sp.n1; n += R) {
+    const int rows = static_cast<int>(imin(R, sp.n1 - n));
+    const uint8_t* rp[R];
+    F acc[R][2], bacc[R];
+    for (int r = 0; r < R; ++r) {
+      rp[r] = row_ptr(w, n + imin(r, rows - 1));
+      acc[r][0] = acc[r][1] = bacc[r] = V::zero();
+    }
+    for (int64_t g0 = ga; g0 < gb; g0 += kGroupBlock) {
+      const int cnt = static_cast<int>(imin(kGroupBlock, gb - g0));
+      for (int r = 0; r < R; ++r) {
+        if (n + R + r < w.n) prefetch_scales<Sc::affine>(w, n + R + r, g0, g0 + cnt);
+        group_scales<Sc::affine>(w, n + imin(r, rows - 1), g0, cnt, sc[r]);
+        bacc[r] = V::add(bacc[r], bias_dot(w, n + imin(r, rows - 1), g0, cnt, xs + g0));
+      }
+      const float* x = xp + g0 * G;
+      auto group = [&](int g, int chain) {
+        const float* gx = x + g * G;
+        F d[R][2];
+        for (int r = 0; r < R; ++r) d[r][0] = d[r][1] = V::zero();
+        for (int64_t c = 0; c < G / (4 * W); ++c) {
+          const F x0 = V::load(gx + c * 4 * W), x1 = V::load(gx + c * 4 * W + W);
+          const F x2 = V::load(gx + c * 4 * W + 2 * W), x3 = V::load(gx + c * 4 * W + 3 * W);
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* gp = rp[r] + (g0 + g) * kGroupBytes;
+            prefetch_stream(gp + c * W);
+            F q[4];
+            quad2_load(gp, c, q);
+            d[r][0] = V::fma(x0, q[0], d[r][0]);
+            d[r][1] = V::fma(x1, q[1], d[r][1]);
+            d[r][0] = V::fma(x2, q[2], d[r][0]);
+            d[r][1] = V::fma(x3, q[3], d[r][1]);
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          acc[r][chain] = V::fma(V::set1(sc[r][g]), V::add(d[r][0], d[r][1]), acc[r][chain]);
+      };
+      int g = 0;
+      for (; g + 2 <= cnt; g += 2) {
+        group(g, 0);
+        group(g + 1, 1);
+      }
+      if (g < cnt) group(g, 0);
+    }
+    for (int r = 0; r < rows; ++r)
+      y[n + r] = V::hsum(V::add(acc[r][0], acc[r][1])) + V::hsum(bacc[r]);
+  }
+}
+
 // y[n] for n in the span, over its K range; kG is the group size.
 template <Val kVal, int B, Sc kSc, int kG>
 inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, const Span& sp,
                          float* y) {
+  if constexpr (kQuadOrder<B, kG> && kSc == Sc::affine) {
+    quad_rows<B, kG>(w, xp, xs, sp, y);
+    return;
+  }
   using C = Chunk<kVal, B>;
   constexpr int64_t G = kG, kGroupBytes = G * B / 8;
   const int64_t ga = sp.k0 / G, gb = sp.k1 / G;
