@@ -51,8 +51,8 @@ struct XcGeom {
   static constexpr int kLaneWords = kLaneBytes / 4;
   static constexpr int kRegs = G / 16;    // u8x4 registers: G/4 codes per lane and row
   static constexpr int kSlices = G / 32;  // mma k32 per group
-  // Steps (4 consecutive groups) held in registers ahead of use: ~64-128 bytes of codes per lane
-  // in flight.
+  // Steps (4 consecutive groups) held in registers ahead of use: 128 bytes of codes per lane in
+  // flight (256 for 8-bit g128, whose single step is already that large).
   static constexpr int kDepth = std::max(1, std::min(4, 16 / kLaneBytes));
   static_assert(kLaneWords >= 1, "a lane's quarter of a group must be whole 32-bit words");
   static_assert(kRegs == 2 * kSlices);
