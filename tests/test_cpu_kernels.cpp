@@ -1,6 +1,7 @@
 // The SIMD CPU engine against the fp64 oracle: every format and layout, every ISA level this
-// machine runs (each forced in turn), the fused GEMV and the tiled path, M in {1, 2, 3, 8, 33},
-// ragged N, outputs poisoned with NaN first. Timing lives in bench/cpu_probe, not here.
+// machine runs (each forced in turn), the fused GEMV and the tiled path, M in {1, 2, 3, 8, 33}
+// and one past the level's packed-tile threshold (a ragged micro-tile), ragged N, outputs poisoned
+// with NaN first. Timing lives in bench/cpu_probe, not here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "cpu/backend.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/plan.hpp"
 #include "quanta/error.hpp"
 #include "quanta/numeric.hpp"
 #include "quanta/ops.hpp"
@@ -158,7 +160,9 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 7);
   for (Isa isa : machine_isas()) {
     const cpu::ScopedIsa scoped(isa);
-    for (int64_t m : {1, 2, 3, 8, 33}) {
+    // Past the threshold the nk tiles are packed K-major (outer-product form).
+    const int64_t packed = std::max<int64_t>(cpu::isa_kernels(isa).pack_min_rows, 1) + 7;
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{33}, packed}) {
       const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
       if (m <= cpu::fused_max_rows(c.format, c.layout))
         check(c, w, x, kernel_name("qmv_fused", isa));
@@ -228,6 +232,30 @@ TEST(CpuKernelsEdges, KnPanelsAndKSplit) {
       const cpu::ScopedIsa scoped(isa);
       const test::Dense x = test::random_dense(DType::f32, 1, K, 14);
       for (int threads : {1, 2, 5}) check(c, w, x, kernel_name("qmv_fused", isa), threads);
+    }
+  }
+}
+
+// Packed nk tiles at large M: several tasks of 128 rows with a ragged last one (a partial
+// panel), K past one block and ragged within the decode chunk (fp8), M ragged for the
+// micro-tile, one and two threads.
+TEST(CpuKernelsEdges, PackedTilesLargeM) {
+  const Case cases[] = {{Format::affine(4, 64)},
+                        {Format::affine(3, 32)},
+                        {Format::mxfp4()},
+                        {Format::nvfp4(), Layout::nk, true},
+                        {Format::fp8_e4m3()},
+                        {Format::gguf(Scheme::q4_0)},
+                        {Format::gguf(Scheme::q6_K)},
+                        {Format::gguf(Scheme::q3_K)}};
+  for (const Case& c : cases) {
+    const int64_t N = 301, K = c.format.info().family == Family::fp8 ? 1303 : 1536;
+    const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 31);
+    for (Isa isa : machine_isas()) {
+      const cpu::ScopedIsa scoped(isa);
+      const int64_t m = std::max<int64_t>(cpu::isa_kernels(isa).pack_min_rows, 1) + 13;
+      const test::Dense x = test::random_dense(DType::f32, m, K, 32);
+      for (int threads : {1, 2}) check(c, w, x, kernel_name("qmm_tiled", isa), threads);
     }
   }
 }

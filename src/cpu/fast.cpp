@@ -3,7 +3,8 @@
 //   M = 1, nk: fused GEMV over row ranges (rows of W are contiguous, one stream per thread).
 //   M = 1, kn: fused GEMV over K ranges (one contiguous stream per thread), partial y summed.
 //   M > 1 (or forced): per task of NC output features, per K block: decode the tile once,
-//   then run the micro-kernel over every row of x.
+//   then run the micro-kernel over every row of x (W [N, K] from pack_min_rows rows of x:
+//   the tile packed K-major for the outer-product form).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -40,6 +41,8 @@ constexpr int64_t kParallelWeights = int64_t{1} << 16;
 // (the f32 tile, 512 KB, stays in L2).
 constexpr int64_t kTileK = 1024, kTileN = 128;
 constexpr int64_t kTileKn = 256;  // kn tiles: K block
+// Packed nk tiles (outer form): K block and output features per task.
+constexpr int64_t kPackK = 1024, kPackN = 128;
 
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
@@ -160,6 +163,25 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
            float* y, int64_t ldy, int threads) {
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t vw = kr.vector_width;
+  if (w.layout == Layout::nk && kr.pack_min_rows > 0 && m >= kr.pack_min_rows) {
+    // Large M: the tile packed K-major, outer-product micro-kernel (no lane reductions).
+    const int64_t kc = std::min(kPackK, w.k), nc = kPackN;
+    const int64_t tasks = (w.n + nc - 1) / nc;
+    const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+    const int64_t tile_len = round_up(nc, kr.pack_cols) * kc, scratch_len = vw * kr.pack_chunk;
+    std::vector<Buffer> tiles;
+    for (int i = 0; i < used; ++i) tiles.emplace_back(tile_len + scratch_len);
+    parallel_for(tasks, used, [&](int64_t t, int worker) {
+      const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
+      float* tile = tiles[static_cast<std::size_t>(worker)].get();
+      for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
+        const int64_t kk = std::min(kc, w.k - k0);
+        kr.pack_nk(w, n0, rows, k0, kk, tile + tile_len, tile);
+        kr.gemm_packed(x + k0, ldx, m, tile, rows, kk, y + n0, ldy, k0 > 0);
+      }
+    });
+    return;
+  }
   if (w.layout == Layout::nk) {
     const int64_t kc = std::min(kTileK, w.k), ld = round_up(kc, vw);
     const int64_t nc = kTileN;

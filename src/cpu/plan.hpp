@@ -81,7 +81,18 @@ struct IsaKernels {
   // kn tiles (T is [kc][ld], zero-padded).
   void (*gemm_kn)(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld, int64_t nt,
                   int64_t kc, float* c, int64_t ldc, bool accumulate);
-  int vector_width;  // floats per vector (tile padding)
+  // nk tiles packed K-major for the outer-product form (large M): panel p holds, for k < kc,
+  // the pack_cols rows n0 + p·pack_cols.. of W at k0 + k, contiguous (kc·pack_cols floats,
+  // rows past `rows` zero); scratch has vector_width x pack_chunk floats. gemm_packed then
+  // computes what gemm_nk does (nt <= rows).
+  void (*pack_nk)(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                  float* scratch, float* packed);
+  void (*gemm_packed)(const float* x, int64_t ldx, int64_t m, const float* p, int64_t nt,
+                      int64_t kc, float* c, int64_t ldc, bool accumulate);
+  int vector_width;       // floats per vector (tile padding)
+  int pack_cols;          // rows of W per packed panel
+  int64_t pack_chunk;     // K elements pack_nk decodes per step
+  int64_t pack_min_rows;  // M from which nk tiles are packed (0: never)
 };
 
 inline constexpr int64_t kGemvXPad = 64;

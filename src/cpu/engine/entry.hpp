@@ -24,5 +24,9 @@ void entry_gemm_nk(const float* x, int64_t ldx, int64_t m, const float* t, int64
                    int64_t kc, float* c, int64_t ldc, bool accumulate);
 void entry_gemm_kn(const float* x, int64_t ldx, int64_t m, const float* t, int64_t ld, int64_t nt,
                    int64_t kc, float* c, int64_t ldc, bool accumulate);
+void entry_pack_nk(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                   float* scratch, float* packed);
+void entry_gemm_packed(const float* x, int64_t ldx, int64_t m, const float* p, int64_t nt,
+                       int64_t kc, float* c, int64_t ldc, bool accumulate);
 
 }  // namespace quanta::cpu::QUANTA_ISA

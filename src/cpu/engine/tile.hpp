@@ -2,6 +2,8 @@
 // with a register-blocked micro-kernel.
 //   nk tiles T[j][k] (rows of W along K): dot form, an MR x NR block of C accumulates MR x NR
 //   vectors of partial sums over K, reduced across lanes at the end of the tile.
+//   nk tiles packed K-major (large M): the same rows of W transposed into panels P[k][j] of
+//   kPackNV vectors, so an nk tile runs the outer-product form too (no lane reductions).
 //   kn tiles T[k][j] (rows of W along N): outer-product form, C[i][j..j+NV·W) += x[i][k] ·
 //   T[k][j..] with x broadcast, as a BLAS sgemm micro-kernel.
 #pragma once
@@ -167,6 +169,43 @@ inline void decode_kn(const WeightPlan& w, int64_t k0, int64_t rows, int64_t n0,
   });
 }
 
+// ---- packed nk tiles ----
+
+inline constexpr int kPackNR = V::kPackNV * W;  // rows of W per panel
+// K elements decoded per step: a multiple of every group and GGUF block; W rows of it
+// (16 KB on AVX-512) stay in L1 between the decode and the transpose.
+inline constexpr int64_t kPackChunk = 256;
+
+// Panel p of `packed` (kc x kPackNR floats at p·kc·kPackNR): P[k][j] = W[n0 + p·kPackNR + j]
+// [k0 + k] for k < kc, zero for rows >= `rows`. k0 and kc as for decode_nk; scratch holds
+// W x kPackChunk floats.
+inline void pack_nk(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
+                    float* scratch, float* packed) {
+  const int64_t rows_pad = (rows + kPackNR - 1) / kPackNR * kPackNR;
+  for (int64_t r0 = 0; r0 < rows_pad; r0 += W) {
+    float* dst = packed + r0 / kPackNR * kc * kPackNR + r0 % kPackNR;
+    const int64_t rr = imin(W, rows - r0);
+    if (rr <= 0) {
+      for (int64_t k = 0; k < kc; ++k) V::store(dst + k * kPackNR, V::zero());
+      continue;
+    }
+    for (int64_t kb = 0; kb < kc; kb += kPackChunk) {
+      const int64_t kk = imin(kPackChunk, kc - kb);
+      decode_nk(w, n0 + r0, rr, k0 + kb, kk, scratch, kPackChunk);
+      for (int64_t r = rr; r < W; ++r)
+        for (int64_t e = 0; e < kPackChunk; e += W)
+          V::store(scratch + r * kPackChunk + e, V::zero());
+      for (int64_t k = 0; k < kk; k += W) {
+        F v[W];
+        for (int r = 0; r < W; ++r) v[r] = V::load(scratch + r * kPackChunk + k);
+        V::transpose(v);
+        const int n = static_cast<int>(imin(W, kk - k));
+        for (int j = 0; j < n; ++j) V::store(dst + (kb + k + j) * kPackNR, v[j]);
+      }
+    }
+  }
+}
+
 // ---- micro-kernels ----
 
 // C[i0 + i][j0 + j] for i < MR, j < nr (<= NR): dot products of x rows and tile rows over kc.
@@ -270,6 +309,28 @@ inline void gemm_kn(const float* x, int64_t ldx, int64_t m, const float* t, int6
             ...);
       }
       (std::make_integer_sequence<int, MR * NV>{});
+    }
+  }
+}
+
+// C[i][j] (+)= sum_k x[i][k] · W[n0 + j][k0 + k] for i < m, j < nt over a tile packed by
+// pack_nk: each kPackMR-row block of x (kc floats per row, kept in L1) runs over every panel.
+inline void gemm_packed(const float* x, int64_t ldx, int64_t m, const float* p, int64_t nt,
+                        int64_t kc, float* c, int64_t ldc, bool accumulate) {
+  constexpr int MR = V::kPackMR, NV = V::kPackNV;
+  for (int64_t i = 0; i < m; i += MR) {
+    const int mr = static_cast<int>(imin(MR, m - i));
+    for (int64_t j = 0; j < nt; j += kPackNR) {
+      const float* xi = x + i * ldx;
+      const float* pj = p + j / kPackNR * kc * kPackNR;
+      float* cij = c + i * ldc + j;
+      [&]<int... Is>(std::integer_sequence<int, Is...>) {
+        ((mr == Is + 1
+              ? outer_block<Is + 1, NV>(xi, ldx, pj, kPackNR, nt - j, kc, cij, ldc, accumulate)
+              : void()),
+         ...);
+      }
+      (std::make_integer_sequence<int, MR>{});
     }
   }
 }

@@ -47,6 +47,8 @@ struct V {
   static constexpr int W = 8;
   static constexpr int kDotMR = 3, kDotNR = 4;
   static constexpr int kOutMR = 6, kOutNV = 2;
+  static constexpr int kPackMR = 6, kPackNV = 2;  // packed nk tiles (see avx512.hpp)
+  static constexpr int64_t kPackMinRows = 64;
   using F = __m256;
   using I = __m256i;
   struct Tbl {
@@ -88,6 +90,27 @@ struct V {
     _mm_storeu_ps(out, _mm_add_ps(_mm_loadu_ps(out), hsum4(a, b, c, d)));
   }
   static void hsum4_store(F a, F b, F c, F d, float* out) { _mm_storeu_ps(out, hsum4(a, b, c, d)); }
+
+  // Transposes the 8 x 8 block r[i][j] in place.
+  static void transpose(F* r) {
+    F t[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // r[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; ++j) {
+      t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
+      t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+    }
+    for (int j = 0; j < 8; ++j) r[j] = t[j];
+  }
 
   // ---- integer lanes ----
   static I u8(const uint8_t* p) {  // 8 bytes, zero-extended

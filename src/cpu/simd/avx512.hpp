@@ -60,6 +60,10 @@ struct V {
   // Micro-tiles: dot form (nk tiles) MR x NR accumulators, outer form (kn) MR x NV vectors.
   static constexpr int kDotMR = 6, kDotNR = 4;
   static constexpr int kOutMR = 6, kOutNV = 4;
+  // Packed nk tiles (outer form, large M): MR rows of x x NV vectors of W rows, taken from
+  // kPackMinRows rows of x on.
+  static constexpr int kPackMR = 6, kPackNV = 4;
+  static constexpr int64_t kPackMinRows = 64;
   using F = __m512;
   using I = __m512i;
   using Tbl = __m512;
@@ -99,6 +103,34 @@ struct V {
     const F s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xee));
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+
+  // Transposes the 16 x 16 block r[i][j] in place (r[j] then holds the old lane j of each).
+  static void transpose(F* r) {
+    F t[16];
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // r[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3
+    for (int i = 0; i < 16; i += 4) {
+      r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+      r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; ++j) {
+      t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+      t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+      t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+      t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    for (int j = 0; j < 4; ++j) {
+      r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+      r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+      r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+      r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
   }
 
   // ---- integer lanes ----

@@ -14,6 +14,8 @@ struct V {
   static constexpr int W = 1;
   static constexpr int kDotMR = 4, kDotNR = 4;
   static constexpr int kOutMR = 4, kOutNV = 4;
+  static constexpr int kPackMR = 4, kPackNV = 4;  // packed nk tiles: unused here
+  static constexpr int64_t kPackMinRows = 0;      // 0: the dot form at every M
   using F = float;
   using I = uint32_t;
   using Tbl = const float*;
@@ -47,6 +49,8 @@ struct V {
     out[2] = c;
     out[3] = d;
   }
+
+  static void transpose(F*) {}  // a 1 x 1 block
 
   static I u8(const uint8_t* p) { return *p; }
   static I s8(const uint8_t* p) {
