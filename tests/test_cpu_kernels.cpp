@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,7 +14,6 @@
 
 #include "cpu/backend.hpp"
 #include "cpu/isa.hpp"
-#include "cpu/plan.hpp"
 #include "quanta/error.hpp"
 #include "quanta/numeric.hpp"
 #include "quanta/ops.hpp"
@@ -161,8 +161,10 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   for (Isa isa : machine_isas()) {
     const cpu::ScopedIsa scoped(isa);
     // Past the threshold the nk tiles are packed K-major (outer-product form).
-    const int64_t packed = std::max<int64_t>(cpu::isa_kernels(isa).pack_min_rows, 1) + 7;
-    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{33}, packed}) {
+    std::vector<int64_t> ms = {1, 2, 3, 8, 33};
+    const int64_t packed = cpu::packed_min_rows(c.format, c.layout, isa);
+    if (packed < INT64_MAX) ms.push_back(std::max<int64_t>(packed, 9) + 7);
+    for (int64_t m : ms) {
       const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
       if (m <= cpu::fused_max_rows(c.format, c.layout))
         check(c, w, x, kernel_name("qmv_fused", isa));
@@ -252,8 +254,10 @@ TEST(CpuKernelsEdges, PackedTilesLargeM) {
     const int64_t N = 301, K = c.format.info().family == Family::fp8 ? 1303 : 1536;
     const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 31);
     for (Isa isa : machine_isas()) {
+      const int64_t packed = cpu::packed_min_rows(c.format, c.layout, isa);
+      if (packed == INT64_MAX) continue;
       const cpu::ScopedIsa scoped(isa);
-      const int64_t m = std::max<int64_t>(cpu::isa_kernels(isa).pack_min_rows, 1) + 13;
+      const int64_t m = std::max<int64_t>(packed, 9) + 13;
       const test::Dense x = test::random_dense(DType::f32, m, K, 32);
       for (int threads : {1, 2}) check(c, w, x, kernel_name("qmm_tiled", isa), threads);
     }

@@ -25,6 +25,11 @@ inline constexpr int64_t kGemvMaxRows = 8;
 // fused 4.6-5.9 ms, tiled 7.8-9.0 ms; for the other formats the tiled path wins from M = 5;
 // docs/perf-cpu.md).
 int64_t fused_max_rows(const Format& f, Layout layout);
+// M from which the tiled path packs W [N, K] tiles K-major for the outer-product micro-kernel
+// (INT64_MAX: never, as at the scalar level and for W [K, N]). The transpose costs about what
+// the dot form's lane reductions do near M = 32; formats whose decode into a large tile is
+// slow (q3_K, q5_K, q6_K, fp8) gain at once, the E2M1 ones only later (docs/perf-cpu.md).
+int64_t packed_min_rows(const Format& f, Layout layout, Isa isa);
 void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                  MatrixView y, const Context& ctx, Isa isa, Path path);
 

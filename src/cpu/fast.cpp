@@ -6,6 +6,7 @@
 //   then run the micro-kernel over every row of x (W [N, K] from pack_min_rows rows of x:
 //   the tile packed K-major for the outer-product form).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -159,11 +160,29 @@ void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y
   kr.gemv_kn_finish(w, sum, y);
 }
 
+int64_t pack_min_rows(const IsaKernels& kr, Scheme s, Layout layout) {
+  if (kr.pack_min_rows == 0 || layout == Layout::kn) return INT64_MAX;
+  switch (s) {
+    case Scheme::q3_K:
+    case Scheme::q5_K:
+    case Scheme::q6_K:
+    case Scheme::fp8_e4m3:
+    case Scheme::fp8_e5m2:
+      return 2;
+    case Scheme::mxfp4:
+      return std::max<int64_t>(kr.pack_min_rows, 64);
+    case Scheme::nvfp4:
+      return std::max<int64_t>(kr.pack_min_rows, 128);
+    default:
+      return kr.pack_min_rows;
+  }
+}
+
 void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
            float* y, int64_t ldy, int threads) {
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t vw = kr.vector_width;
-  if (w.layout == Layout::nk && kr.pack_min_rows > 0 && m >= kr.pack_min_rows) {
+  if (m >= pack_min_rows(kr, w.scheme, w.layout)) {
     // Large M: the tile packed K-major, outer-product micro-kernel (no lane reductions).
     const int64_t kc = std::min(kPackK, w.k), nc = kPackN;
     const int64_t tasks = (w.n + nc - 1) / nc;
@@ -254,6 +273,10 @@ int64_t fused_max_rows(const Format& f, Layout layout) {
     default:
       return 4;
   }
+}
+
+int64_t packed_min_rows(const Format& f, Layout layout, Isa isa) {
+  return pack_min_rows(isa_kernels(isa), f.scheme, layout);
 }
 
 const IsaKernels& isa_kernels(Isa isa) {

@@ -48,7 +48,7 @@ struct V {
   static constexpr int kDotMR = 3, kDotNR = 4;
   static constexpr int kOutMR = 6, kOutNV = 2;
   static constexpr int kPackMR = 6, kPackNV = 2;  // packed nk tiles (see avx512.hpp)
-  static constexpr int64_t kPackMinRows = 64;
+  static constexpr int64_t kPackMinRows = 32;
   using F = __m256;
   using I = __m256i;
   struct Tbl {

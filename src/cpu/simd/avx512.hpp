@@ -60,10 +60,10 @@ struct V {
   // Micro-tiles: dot form (nk tiles) MR x NR accumulators, outer form (kn) MR x NV vectors.
   static constexpr int kDotMR = 6, kDotNR = 4;
   static constexpr int kOutMR = 6, kOutNV = 4;
-  // Packed nk tiles (outer form, large M): MR rows of x x NV vectors of W rows, taken from
-  // kPackMinRows rows of x on.
+  // Packed nk tiles (outer form, large M): MR rows of x x NV vectors of W rows (6 x 4, 12 x 2
+  // and 8 x 3 measured alike), from kPackMinRows rows of x (per format: fast.cpp).
   static constexpr int kPackMR = 6, kPackNV = 4;
-  static constexpr int64_t kPackMinRows = 64;
+  static constexpr int64_t kPackMinRows = 32;
   using F = __m512;
   using I = __m512i;
   using Tbl = __m512;
