@@ -66,22 +66,6 @@ std::string qmm_affine_i8_supports(const Problem& p) {
   return {};
 }
 
-namespace {
-
-// Warps per block (they split K): enough that the grid holds ~1280 warps, 2 to 8, and at least
-// 4 with two column tiles (H200 int4 g64, M = 8: 4 warps 33-55 us against 46-65 with 2 and
-// 42-66 with 8). QUANTA_QMM_I8_WARPS overrides it for tuning runs.
-int warps_for(int tiles, int steps, int column_tiles) {
-  int w = 2;
-  while (w < kXcMaxWarps && w * tiles < 1280) w *= 2;
-  if (column_tiles == 2) w = std::max(w, 4);
-  if (const char* e = std::getenv("QUANTA_QMM_I8_WARPS")) w = std::atoi(e);
-  if (w < 1 || w > kXcMaxWarps) w = 2;
-  return std::max(1, std::min(w, steps));
-}
-
-}  // namespace
-
 void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
                    const Context& ctx) {
   constexpr std::string_view kName = "qmm_affine_i8", kOp = "matmul";
@@ -108,35 +92,22 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  const int warps = warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4, a.m <= 4 ? 1 : 2);
+  // At least 4 warps with two column tiles (H200 int4 g64, M = 8: 33-55 us against 46-65 with 2
+  // and 42-66 with 8).
+  const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4, a.m <= 4 ? 2 : 4,
+                                 "QUANTA_QMM_I8_WARPS");
   cudaError_t status = cudaSuccess;
+  bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    auto by_tiles = [&]<int BITS, int G>() {
-      if (a.m <= 4)
-        status = launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream);
+    served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
+      if constexpr (BITS * G >= 128)  // a lane's quarter of a group is a whole word
+        status = a.m <= 4 ? launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                          : launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
       else
-        status = launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
-    };
-    auto by_group = [&]<int BITS>() {
-      switch (w.format.group_size) {
-        case 32:
-          if constexpr (BITS != 2) by_tiles.template operator()<BITS, 32>();
-          break;
-        case 64:
-          by_tiles.template operator()<BITS, 64>();
-          break;
-        default:
-          by_tiles.template operator()<BITS, 128>();
-          break;
-      }
-    };
-    if (w.format.bits == 2)
-      by_group.template operator()<2>();
-    else if (w.format.bits == 4)
-      by_group.template operator()<4>();
-    else
-      by_group.template operator()<8>();
+        throw i8_width_error(kName, BITS, G);
+    });
   });
+  if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);
   QUANTA_CUDA_CHECK(status);
   QUANTA_CUDA_CHECK_LAUNCH();
 }

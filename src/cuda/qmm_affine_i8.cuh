@@ -28,9 +28,9 @@
 
 namespace quanta::cuda {
 
-inline constexpr int kXcRows = 16;     // rows of W per block (the mma's M)
-inline constexpr int kXcMaxWarps = 8;  // warps per block (they split the groups)
-inline constexpr int kXcMaxM = 8;      // rows of x: two column tiles of 4
+inline constexpr int kXcRows = 16;               // rows of W per block (the mma's M)
+inline constexpr int kXcMaxWarps = kI8MaxWarps;  // warps per block (they split K)
+inline constexpr int kXcMaxM = 8;                // rows of x: two column tiles of 4
 
 struct XcArgs {
   const uint8_t* codes;

@@ -64,21 +64,6 @@ std::string qmv_affine_i8_supports(const Problem& p) {
   return {};
 }
 
-namespace {
-
-// Warps per block (they split the block's K): enough that the grid holds ~1280 warps, at least
-// 2 and at most 8 (H200 int4 g64: 2 for 14336x5120 and 27648x5120, 4 for 5120x14336;
-// docs/PERF.md). QUANTA_QMV_I8_WARPS overrides it for tuning runs.
-int warps_for(int tiles, int steps) {
-  int w = 2;
-  while (w < 8 && w * tiles < 1280) w *= 2;
-  if (const char* e = std::getenv("QUANTA_QMV_I8_WARPS")) w = std::atoi(e);
-  if (w < 1) w = 2;
-  return std::max(1, std::min({w, steps, kI8MaxWarps}));
-}
-
-}  // namespace
-
 void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
                    const Context& ctx) {
   constexpr std::string_view kName = "qmv_affine_i8", kOp = "matmul";
@@ -104,35 +89,18 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  const int warps = warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4);
+  // H200 int4 g64: 2 warps for 14336x5120 and 27648x5120, 4 for 5120x14336.
+  const int warps =
+      i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4, 2, "QUANTA_QMV_I8_WARPS");
   cudaError_t status = cudaSuccess;
+  bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    auto by_rows = [&]<int BITS, int G>() {
-      if (a.m == 1)
-        status = launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream);
-      else
-        status = launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
-    };
-    auto by_group = [&]<int BITS>() {
-      switch (w.format.group_size) {
-        case 32:
-          by_rows.template operator()<BITS, 32>();
-          break;
-        case 64:
-          by_rows.template operator()<BITS, 64>();
-          break;
-        default:
-          by_rows.template operator()<BITS, 128>();
-          break;
-      }
-    };
-    if (w.format.bits == 2)
-      by_group.template operator()<2>();
-    else if (w.format.bits == 4)
-      by_group.template operator()<4>();
-    else
-      by_group.template operator()<8>();
+    served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
+      status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                        : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+    });
   });
+  if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);
   QUANTA_CUDA_CHECK(status);
   QUANTA_CUDA_CHECK_LAUNCH();
 }

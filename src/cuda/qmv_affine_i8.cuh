@@ -34,9 +34,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
+#include "quanta/error.hpp"
 
 namespace quanta::cuda {
 
@@ -185,9 +189,42 @@ __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[
   }
 }
 
-// The pre-pass's scratch per row of x: (d, X) per group and the planes.
+// Bytes of x's two int8 planes per row of x (the pre-pass's scratch holds them, then (d, X)).
 __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
   return static_cast<std::size_t>(k) * 2;
+}
+
+// ---- host side shared with qmm_affine_i8 ------------------------------------------------------
+
+inline constexpr int kI8Bits[] = {2, 4, 8};  // whole bytes of 4 codes per mma register
+
+// f.template operator()<BITS, G>() for the runtime width and group; false when either is not
+// one the integer-mma kernels serve.
+template <class F>
+bool dispatch_i8_width(int bits, int group, F&& f) {
+  bool hit = false;
+  dispatch_value<kI8Bits>(bits, [&]<int BITS>() {
+    hit = dispatch_value<quanta::detail::kAffineGroups>(
+        group, [&]<int G>() { f.template operator()<BITS, G>(); });
+  });
+  return hit;
+}
+
+// Warps per block (they split K): enough that the grid holds ~1280 warps, from min_warps (2 or
+// 4) to 8, at most one per step of K; the environment variable `env` overrides it for tuning
+// runs. The figures behind each caller's minimum are in docs/PERF.md.
+inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
+  int w = min_warps;
+  while (w < kI8MaxWarps && w * tiles < 1280) w *= 2;
+  if (const char* e = std::getenv(env)) w = std::atoi(e);
+  if (w < 1 || w > kI8MaxWarps) w = 2;
+  return std::min(w, std::max(1, steps));
+}
+
+// The error for a width the supports rule should have refused (a kernel forced past it).
+inline Error i8_width_error(std::string_view kernel, int bits, int group) {
+  return Error("[quanta::matmul] " + std::string(kernel) + ": no instance for " +
+               std::to_string(bits) + "-bit codes in groups of " + std::to_string(group));
 }
 
 template <class T, int BITS, int G, int MT>
