@@ -46,12 +46,18 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(2, t)), "qmv_affine_i8");
     for (int64_t m : {3, 4, 5, 8})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
-    for (int64_t m : {9, 16, 32})
+    for (int64_t m : {9, 16, 23})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
-    for (int64_t m : {33, 257, 511})
-      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_mma") << "M=" << m;
-    for (int64_t m : {512, 4096})
-      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_dq") << "M=" << m;
+    for (int64_t m : {24, 32, 33, 257, 511, 512, 4096})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
+    EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgmma");
+    // Widths and groups without a wgmma instance, and GPUs without sm_90a code.
+    EXPECT_EQ(pick(affine_problem(32, t, 3)), "qmm_affine_tc");
+    EXPECT_EQ(pick(affine_problem(33, t, 3)), "qmm_affine_mma");
+    EXPECT_EQ(pick(affine_problem(512, t, 3)), "qmm_affine_dq");
+    EXPECT_EQ(pick(affine_problem(257, t, 4, 32)), "qmm_affine_mma");
+    EXPECT_EQ(pick(affine_problem(257, t, 4, 64, 14336, 5120, Layout::nk, 80)), "qmm_affine_mma");
+    EXPECT_EQ(pick(affine_problem(512, t, 4, 64, 14336, 5120, Layout::nk, 100)), "qmm_affine_dq");
   }
 }
 
@@ -97,8 +103,10 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");
-  EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_mma");
-  EXPECT_EQ(pick(affine_problem(513, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_dq");
+  EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_wgmma");
+  // N not a multiple of 8: rows of y are not 16-byte units for TMA.
+  EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1001, 5120)), "qmm_affine_mma");
+  EXPECT_EQ(pick(affine_problem(513, DType::bf16, 4, 64, 1001, 5120)), "qmm_affine_dq");
   // [K, N] with N not a multiple of 32.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn)), "matmul_generic");
   EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 64, 512, Layout::kn)), "matmul_generic");

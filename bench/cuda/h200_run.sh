@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
-# docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large sweep
+# docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma sweep
 # (default: all of them). Logs go to $OUT (one file per step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,7 @@ for s in $steps; do
       f="$f:All/CudaAffine.QvmKernel/b4_g64:All/CudaAffine.F32Kernel/b5_g128:All/CudaAffine.AutoSelectionEveryM/b4_g64"
       f="$f:All/CudaGeneric.*/q4_K:All/CudaGeneric.*/affine_3b_g32:All/CudaGeneric.*/nvfp4"
       f="$f:All/CudaQuantize.*/affine_4b_g64:All/CudaQuantize.*/mxfp4:All/CudaQuantize.*/nvfp4"
-      f="$f:All/CudaAffine.IntegerMmaQmv/b4_g64:All/CudaAffine.IntegerMmaQmv/b2_g32:All/CudaAffine.RegisterDirectQmv/b3_g64:All/CudaAffine.IntegerMmaSmallM/b4_g64:All/CudaAffine.IntegerMmaSmallM/b8_g128:All/CudaAffine.DequantizeThenCublas/b4_g64:CudaAffineDq.*:CudaDequantize.*"
+      f="$f:All/CudaAffine.IntegerMmaQmv/b4_g64:All/CudaAffine.IntegerMmaQmv/b2_g32:All/CudaAffine.RegisterDirectQmv/b3_g64:All/CudaAffine.IntegerMmaSmallM/b4_g64:All/CudaAffine.IntegerMmaSmallM/b8_g128:All/CudaAffine.DequantizeThenCublas/b4_g64:CudaAffineDq.*:CudaDequantize.*:All/CudaAffine.WgmmaKernel/b4_g64"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
         --gtest_filter="$f" >"$OUT/sanitizer.log" 2>&1
       echo "memcheck rc=$?"
@@ -48,6 +48,27 @@ for s in $steps; do
     large)  # prefill: the MMA kernel against cuBLAS
       timeout 200 "$P" --m 64,128,256,1024,4096 --dtypes f16,bf16 >"$OUT/probe_large.log" 2>&1
       echo "probe large rc=$?"; cat "$OUT/probe_large.log"
+      ;;
+    wgmma)  # M = 16 .. 4096 as the selector runs it, and the kernels it replaced, same run
+      timeout 240 "$P" --m 16,24,32,33,48,64,96,128,192,256,384,512,1024,2048,4096 --dtypes f16,bf16 \
+        --check >"$OUT/probe_wgmma.log" 2>&1
+      echo "probe wgmma rc=$?"; cat "$OUT/probe_wgmma.log"
+      for k in qmm_affine_tc:16,24,32 qmm_affine_wgmma:16,24,32 qmm_affine_mma:64,256 \
+               qmm_affine_dq:512,1024,4096; do
+        timeout 120 "$P" --kernel "${k%%:*}" --m "${k#*:}" --dtypes f16 --no-cublas \
+          >"$OUT/probe_${k%%:*}.log" 2>&1
+        echo "probe ${k%%:*} rc=$?"; cat "$OUT/probe_${k%%:*}.log"
+      done
+      ;;
+    wgmma_sweep)  # qmm_affine_wgmma's work split: CUTLASS's heuristic, data-parallel, stream-K, split-K
+      for cfg in D0 D1 D2 S2 S3 S4 S6 S8; do
+        case $cfg in D*) export QUANTA_QMM_WGMMA_DECOMPOSITION=${cfg#D} QUANTA_QMM_WGMMA_SPLITS=1 ;;
+                     S*) export QUANTA_QMM_WGMMA_DECOMPOSITION=0 QUANTA_QMM_WGMMA_SPLITS=${cfg#S} ;; esac
+        timeout 120 "$P" --kernel qmm_affine_wgmma --m 24,33,64,96,128,256,512 --dtypes f16 --no-cublas \
+          >"$OUT/sweep_$cfg.log" 2>&1
+        echo "sweep $cfg rc=$?"
+      done
+      unset QUANTA_QMM_WGMMA_DECOMPOSITION QUANTA_QMM_WGMMA_SPLITS
       ;;
     quick)  # the tensor-core family's tests only
       timeout 240 "$T" --gtest_brief=1 --gtest_filter='All/CudaAffine.Tensor*:All/CudaAffine.Auto*:CudaErrors*:SelectCuda*' \

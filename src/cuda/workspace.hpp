@@ -16,6 +16,8 @@ enum class Scratch : int {
   x_planes = 3,        // qmv_affine_i8: x as int8 planes in mma order, then (d, X) per group
   dense_slab = 4,      // qmm_affine_dq: a slab of dequantized weight rows
   cublas = 5,          // qmm_affine_dq: cuBLAS's workspace (explicit, so graphs can capture it)
+  scales_t = 6,        // qmm_affine_wgmma: scales and biases transposed to [K/G, N]
+  gemm_workspace = 7,  // qmm_affine_wgmma: CUTLASS's stream-K partials and flags
 };
 
 // At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers

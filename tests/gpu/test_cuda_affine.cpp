@@ -141,6 +141,22 @@ TEST_P(CudaAffine, DequantizeThenCublas) {
   }
 }
 
+// CUTLASS's mixed-input wgmma GEMM (sm_90a): every token tile (M picks 64, 128 or 256 wide),
+// ragged M, N not a multiple of the 128-row tile, K in one stage and in many (stream-K splits K
+// when the tiles are fewer than the SMs, so partial tiles are reduced across CTAs).
+TEST_P(CudaAffine, WgmmaKernel) {
+  const auto [bits, group] = GetParam();
+  if (bits != 4 || group % 64 != 0) GTEST_SKIP() << "qmm_affine_wgmma serves 4-bit groups of 64k";
+  if (cuda::compute_capability() != 90) GTEST_SKIP() << "qmm_affine_wgmma needs sm_90";
+  for (DType t : {DType::f16, DType::bf16})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{136, 256}, {264, 4224}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 21);
+      const QuantizedMatrix w = to_device(hw);
+      for (int64_t m : {24, 33, 64, 100, 200, 300, 515})
+        run_check(hw, w, t, m, "qmm_affine_wgmma", 22);
+    }
+}
+
 // A 1 MB slab budget leaves 1024 dense rows of K = 512 per slab: N = 2100 takes three equal
 // slabs of 768 rows.
 TEST(CudaAffineDq, SeveralSlabs) {

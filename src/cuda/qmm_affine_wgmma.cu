@@ -1,0 +1,144 @@
+// qmm_affine_wgmma: the launcher, its `supports` rule, the scale transpose it needs and the
+// choice of token tile. Design: qmm_affine_wgmma.cuh; CUTLASS instances: qmm_affine_wgmma_*.cu.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "cuda/checks.hpp"
+#include "cuda/common.cuh"
+#include "cuda/families.hpp"
+#include "cuda/qmm_affine_wgmma.cuh"
+#include "cuda/runtime.cuh"
+#include "cuda/workspace.hpp"
+
+namespace quanta::cuda {
+
+// clang-format off
+extern template std::size_t qmm_affine_wgmma_workspace<__half, 64>(const WgmmaArgs&);
+extern template std::size_t qmm_affine_wgmma_workspace<__half, 128>(const WgmmaArgs&);
+extern template std::size_t qmm_affine_wgmma_workspace<__half, 256>(const WgmmaArgs&);
+extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 64>(const WgmmaArgs&);
+extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 128>(const WgmmaArgs&);
+extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 256>(const WgmmaArgs&);
+extern template const char* launch_qmm_affine_wgmma<__half, 64>(const WgmmaArgs&, void*, cudaStream_t);
+extern template const char* launch_qmm_affine_wgmma<__half, 128>(const WgmmaArgs&, void*, cudaStream_t);
+extern template const char* launch_qmm_affine_wgmma<__half, 256>(const WgmmaArgs&, void*, cudaStream_t);
+extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 64>(const WgmmaArgs&, void*, cudaStream_t);
+extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 128>(const WgmmaArgs&, void*, cudaStream_t);
+extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 256>(const WgmmaArgs&, void*, cudaStream_t);
+// clang-format on
+
+namespace {
+
+constexpr int kTransposeTile = 32;
+
+// [N, G] -> [G, N] for scales (blockIdx.z = 0) and biases (1), 2-byte elements, through a
+// padded shared tile so both the reads and the writes are coalesced.
+__global__ void transpose_scales(const uint16_t* __restrict__ scales,
+                                 const uint16_t* __restrict__ biases, uint16_t* __restrict__ out,
+                                 int n, int groups) {
+  __shared__ uint16_t tile[kTransposeTile][kTransposeTile + 1];
+  const uint16_t* in = blockIdx.z == 0 ? scales : biases;
+  uint16_t* dst = out + static_cast<int64_t>(blockIdx.z) * n * groups;
+  const int g0 = blockIdx.x * kTransposeTile, n0 = blockIdx.y * kTransposeTile;
+  for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
+    const int row = n0 + r, g = g0 + threadIdx.x;
+    if (row < n && g < groups) tile[r][threadIdx.x] = in[static_cast<int64_t>(row) * groups + g];
+  }
+  __syncthreads();
+  for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
+    const int g = g0 + r, row = n0 + threadIdx.x;
+    if (row < n && g < groups) dst[static_cast<int64_t>(g) * n + row] = tile[threadIdx.x][r];
+  }
+}
+
+// Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
+// 64-wide tiles are best up to M = 64 (the kernel is bound by reading W there), 128-wide up to
+// 128, 256-wide beyond (0.9x cuBLAS from M = 512; at M = 384 three 128-wide tiles were no
+// faster than two 256-wide ones). QUANTA_QMM_WGMMA_TOKENS overrides it.
+int token_tile(int64_t m) {
+  if (const char* e = std::getenv("QUANTA_QMM_WGMMA_TOKENS")) {
+    const int t = std::atoi(e);
+    if (t == 64 || t == 128 || t == 256) return t;
+  }
+  if (m <= 64) return 64;
+  if (m <= 128) return 128;
+  return 256;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : fallback;
+}
+
+}  // namespace
+
+std::string qmm_affine_wgmma_supports(const Problem& p) {
+  if (p.format.scheme != Scheme::affine) return "affine only";
+  if (p.format.bits != 4) return "4-bit codes only (the instances built)";
+  if (p.format.group_size % 64 != 0)
+    return "needs group_size % 64 == 0 (a group spans whole 64-wide K tiles)";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.dtype == DType::f32) return "f16/bf16 activations only (wgmma on 16-bit operands)";
+  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.n % 8 != 0) return "needs N % 8 == 0 (16-byte rows of y and of the scales for TMA)";
+  if (p.n > std::numeric_limits<int32_t>::max() || p.k > std::numeric_limits<int32_t>::max() ||
+      p.m > std::numeric_limits<int32_t>::max())
+    return "M, N and K must fit in int32";
+#ifndef QUANTA_CUDA_SM90A
+  return "this build has no sm_90a code (add 90a to CMAKE_CUDA_ARCHITECTURES)";
+#endif
+  if (p.compute_capability != 0 && p.compute_capability != 90)
+    return "needs sm_90 (wgmma and TMA, compiled for sm_90a)";
+  return {};
+}
+
+void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                      const Context& ctx) {
+  constexpr std::string_view kName = "qmm_affine_wgmma", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  // TMA reads and writes 16-byte-aligned global tiles.
+  if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
+      !alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
+      !alignment_ok(y.data, 16, ctx, kName, kOp, "y"))
+    return matmul_generic(x, w, nullptr, y, ctx);
+  const cudaStream_t stream = stream_of(ctx);
+  const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
+  auto* scales_t = static_cast<uint16_t*>(stream_scratch(
+      stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
+  const dim3 grid((groups + kTransposeTile - 1) / kTransposeTile,
+                  (n + kTransposeTile - 1) / kTransposeTile, 2);
+  transpose_scales<<<grid, dim3(kTransposeTile, 8), 0, stream>>>(
+      reinterpret_cast<const uint16_t*>(w.scales), reinterpret_cast<const uint16_t*>(w.biases),
+      scales_t, n, groups);
+  QUANTA_CUDA_CHECK_LAUNCH();
+
+  WgmmaArgs a{};
+  a.codes = w.codes;
+  a.scales_t = scales_t;
+  a.biases_t = scales_t + static_cast<int64_t>(n) * groups;
+  a.x = x.data;
+  a.y = y.data;
+  a.n = n;
+  a.m = static_cast<int>(x.rows);
+  a.k = static_cast<int>(w.k);
+  a.group = w.format.group_size;
+  a.splits = std::max(1, env_int("QUANTA_QMM_WGMMA_SPLITS", 1));
+  a.decomposition = env_int("QUANTA_QMM_WGMMA_DECOMPOSITION", 0);
+  const char* failed = nullptr;
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
+      const std::size_t bytes = qmm_affine_wgmma_workspace<T, TOKENS>(a);
+      void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+      failed = launch_qmm_affine_wgmma<T, TOKENS>(a, workspace, stream);
+    });
+  });
+  if (failed)
+    throw Error("[quanta::matmul] qmm_affine_wgmma: CUTLASS declined M=" + std::to_string(x.rows) +
+                " N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ": " + failed);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace quanta::cuda

@@ -1,0 +1,45 @@
+// qmm_affine_wgmma: 4-bit affine W times f16/bf16 activations on Hopper's warpgroup MMA, through
+// CUTLASS's mixed-input GEMM (sm_90a): TMA brings code, x and scale tiles into shared memory, a
+// producer warp keeps a multi-stage ring full, and two consumer warpgroups convert each code
+// tile in registers to scale * q + bias (the dtype's fma, rounded once, as MLX's dequantize)
+// before it enters wgmma as the register operand; f32 accumulation; stream-K tile scheduling.
+//
+// The GEMM is y^T = W x^T: W's rows are CUTLASS's M (K-major, as MLX stores them) and the rows
+// of x its N, so the token count picks the tile width. CUTLASS reads scales N-major
+// ([K/G, N]); the launcher transposes MLX's [N, K/G] scales and biases into scratch first.
+//
+// Host-visible part: no CUTLASS types (those live in qmm_affine_wgmma_impl.cuh).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace quanta::cuda {
+
+struct WgmmaArgs {
+  const void* codes;     // u4 [N, K / 2 bytes], element 0 in the low nibble (MLX)
+  const void* scales_t;  // T [K / group, N]
+  const void* biases_t;  // T [K / group, N]
+  const void* x;         // T [M, K]
+  void* y;               // T [M, N]
+  int n, m, k, group;
+  int splits = 1;         // > 1: split-K into this many slices of K (reduced in the workspace)
+  int decomposition = 0;  // splits == 1: 0 CUTLASS's heuristic, 1 data-parallel, 2 stream-K
+};
+
+// Token-tile widths built (CUTLASS's tile is 128 rows of W x TOKENS rows of x x 64 along K).
+inline constexpr int kWgmmaTokenTiles[] = {64, 128, 256};
+
+// Bytes of global workspace the instance needs for these arguments (stream-K partial tiles).
+template <class T, int TOKENS>
+std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a);
+
+// Launches on `stream`. Returns null on success, else CUTLASS's reason (can_implement or
+// initialize failed); launch errors are left for cudaGetLastError.
+template <class T, int TOKENS>
+const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream);
+
+}  // namespace quanta::cuda

@@ -1,0 +1,106 @@
+// qmm_affine_wgmma's CUTLASS instances (see qmm_affine_wgmma.cuh for the design). Included only
+// by the per-dtype instance files: each instance costs about a minute of nvcc.
+#pragma once
+
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include "cuda/qmm_affine_wgmma.cuh"
+
+namespace quanta::cuda {
+namespace wgmma_detail {
+
+template <class T>
+struct CutlassType;
+template <>
+struct CutlassType<__half> {
+  using type = cutlass::half_t;
+};
+template <>
+struct CutlassType<__nv_bfloat16> {
+  using type = cutlass::bfloat16_t;
+};
+
+template <class T, int TOKENS>
+struct Gemm {
+  using Act = typename CutlassType<T>::type;
+  using Codes = cutlass::uint4b_t;
+  using Tile = cute::Shape<cute::_128, cute::Int<TOKENS>, cute::_64>;
+  using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  // y^T [N, M] column-major is y [M, N] row-major. No C operand (beta = 0).
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+      cutlass::layout::ColumnMajor, 8, Act, cutlass::layout::ColumnMajor, 8,
+      cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+  // A = W: u4 codes, row-major [N, K] (K-major), with scales and zero points ("biases") of
+  // Act; B = x^T: column-major [K, M], i.e. x row-major.
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<Codes, Act, Act>,
+      cutlass::layout::RowMajor, 32, Act, cutlass::layout::ColumnMajor, 8, float, Tile, Cluster,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop,
+                                                      Epilogue, cutlass::gemm::StreamKScheduler>;
+  using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static typename Adapter::Arguments arguments(const WgmmaArgs& a) {
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideD = typename Kernel::StrideD;
+    using StrideS = typename Mainloop::StrideScale;
+    const auto sa = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(a.n, a.k, 1));
+    const auto sb = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(a.m, a.k, 1));
+    const auto sd = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(a.n, a.m, 1));
+    const auto ss =
+        cutlass::make_cute_packed_stride(StrideS{}, cute::make_shape(a.n, a.k / a.group, 1));
+    typename Adapter::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {a.n, a.m, a.k, 1},
+        {static_cast<const Codes*>(a.codes), sa, static_cast<const Act*>(a.x), sb,
+         static_cast<const Act*>(a.scales_t), ss, a.group, static_cast<const Act*>(a.biases_t)},
+        {{1.0f, 0.0f}, nullptr, sd, static_cast<Act*>(a.y), sd}};
+    using Mode = cutlass::gemm::kernel::detail::DecompositionMode;
+    args.scheduler.splits = a.splits;
+    args.scheduler.decomposition_mode = a.splits > 1           ? Mode::SplitK
+                                        : a.decomposition == 1 ? Mode::DataParallel
+                                        : a.decomposition == 2 ? Mode::StreamK
+                                                               : Mode::Heuristic;
+    return args;
+  }
+};
+
+}  // namespace wgmma_detail
+
+template <class T, int TOKENS>
+std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a) {
+  using G = wgmma_detail::Gemm<T, TOKENS>;
+  return G::Adapter::get_workspace_size(G::arguments(a));
+}
+
+template <class T, int TOKENS>
+const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream) {
+  using G = wgmma_detail::Gemm<T, TOKENS>;
+  const auto args = G::arguments(a);
+  typename G::Adapter gemm;
+  cutlass::Status s = gemm.can_implement(args);
+  if (s == cutlass::Status::kSuccess) s = gemm.initialize(args, workspace, stream);
+  if (s == cutlass::Status::kSuccess) s = gemm.run(stream);
+  return s == cutlass::Status::kSuccess ? nullptr : cutlass::cutlassGetStatusString(s);
+}
+
+#define QUANTA_WGMMA_INSTANCES(T)                                                              \
+  template std::size_t qmm_affine_wgmma_workspace<T, 64>(const WgmmaArgs&);                    \
+  template std::size_t qmm_affine_wgmma_workspace<T, 128>(const WgmmaArgs&);                   \
+  template std::size_t qmm_affine_wgmma_workspace<T, 256>(const WgmmaArgs&);                   \
+  template const char* launch_qmm_affine_wgmma<T, 64>(const WgmmaArgs&, void*, cudaStream_t);  \
+  template const char* launch_qmm_affine_wgmma<T, 128>(const WgmmaArgs&, void*, cudaStream_t); \
+  template const char* launch_qmm_affine_wgmma<T, 256>(const WgmmaArgs&, void*, cudaStream_t);
+
+}  // namespace quanta::cuda
