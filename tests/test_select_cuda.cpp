@@ -51,6 +51,8 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     for (int64_t m : {24, 32, 33, 257, 511, 512, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
     EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgmma");
+    EXPECT_EQ(pick(affine_problem(33, t, 2, 64)), "qmm_affine_wgmma");
+    EXPECT_EQ(pick(affine_problem(1024, t, 8, 128)), "qmm_affine_wgmma");
     // Widths and groups without a wgmma instance, and GPUs without sm_90a code.
     EXPECT_EQ(pick(affine_problem(32, t, 3)), "qmm_affine_tc");
     EXPECT_EQ(pick(affine_problem(33, t, 3)), "qmm_affine_mma");

@@ -53,7 +53,13 @@ for s in $steps; do
       timeout 240 "$P" --m 16,24,32,33,48,64,96,128,192,256,384,512,1024,2048,4096 --dtypes f16,bf16 \
         --check >"$OUT/probe_wgmma.log" 2>&1
       echo "probe wgmma rc=$?"; cat "$OUT/probe_wgmma.log"
-      for k in qmm_affine_tc:16,24,32 qmm_affine_wgmma:16,24,32 qmm_affine_mma:64,256 \
+      timeout 120 "$P" --formats affine-2b-g64,affine-8b-g64,affine-4b-g128 --m 64,512 --dtypes f16 \
+        --check >"$OUT/probe_wgmma_widths.log" 2>&1
+      echo "probe wgmma widths rc=$?"; cat "$OUT/probe_wgmma_widths.log"
+      timeout 120 "$P" --formats affine-2b-g64,affine-8b-g64 --kernel qmm_affine_mma --m 64 --dtypes f16 \
+        --no-cublas >"$OUT/probe_mma_widths.log" 2>&1
+      echo "probe mma widths rc=$?"; cat "$OUT/probe_mma_widths.log"
+      for k in qmm_affine_tc:16,24,32 qmm_affine_mma:64,256 \
                qmm_affine_dq:512,1024,4096; do
         timeout 120 "$P" --kernel "${k%%:*}" --m "${k#*:}" --dtypes f16 --no-cublas \
           >"$OUT/probe_${k%%:*}.log" 2>&1

@@ -51,7 +51,7 @@ std::string qmm_affine_dq_supports(const Problem& p);
 void qmm_affine_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
-// qmm_affine_wgmma.cu: affine nk 4-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
+// qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.
 std::string qmm_affine_wgmma_supports(const Problem& p);
 void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

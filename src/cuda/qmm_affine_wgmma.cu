@@ -15,20 +15,12 @@
 
 namespace quanta::cuda {
 
-// clang-format off
-extern template std::size_t qmm_affine_wgmma_workspace<__half, 64>(const WgmmaArgs&);
-extern template std::size_t qmm_affine_wgmma_workspace<__half, 128>(const WgmmaArgs&);
-extern template std::size_t qmm_affine_wgmma_workspace<__half, 256>(const WgmmaArgs&);
-extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 64>(const WgmmaArgs&);
-extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 128>(const WgmmaArgs&);
-extern template std::size_t qmm_affine_wgmma_workspace<__nv_bfloat16, 256>(const WgmmaArgs&);
-extern template const char* launch_qmm_affine_wgmma<__half, 64>(const WgmmaArgs&, void*, cudaStream_t);
-extern template const char* launch_qmm_affine_wgmma<__half, 128>(const WgmmaArgs&, void*, cudaStream_t);
-extern template const char* launch_qmm_affine_wgmma<__half, 256>(const WgmmaArgs&, void*, cudaStream_t);
-extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 64>(const WgmmaArgs&, void*, cudaStream_t);
-extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 128>(const WgmmaArgs&, void*, cudaStream_t);
-extern template const char* launch_qmm_affine_wgmma<__nv_bfloat16, 256>(const WgmmaArgs&, void*, cudaStream_t);
-// clang-format on
+QUANTA_WGMMA_INSTANCES(extern, __half, 2)
+QUANTA_WGMMA_INSTANCES(extern, __half, 4)
+QUANTA_WGMMA_INSTANCES(extern, __half, 8)
+QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 2)
+QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 4)
+QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 8)
 
 namespace {
 
@@ -55,16 +47,17 @@ __global__ void transpose_scales(const uint16_t* __restrict__ scales,
 }
 
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
-// 64-wide tiles are best up to M = 64 (the kernel is bound by reading W there), 128-wide up to
-// 128, 256-wide beyond (0.9x cuBLAS from M = 512; at M = 384 three 128-wide tiles were no
-// faster than two 256-wide ones). QUANTA_QMM_WGMMA_TOKENS overrides it.
+// 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
+// M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
+// to 512 on two shapes of three (120 / 216 us against 162 / 242). QUANTA_QMM_WGMMA_TOKENS
+// overrides it.
 int token_tile(int64_t m) {
   if (const char* e = std::getenv("QUANTA_QMM_WGMMA_TOKENS")) {
     const int t = std::atoi(e);
     if (t == 64 || t == 128 || t == 256) return t;
   }
   if (m <= 64) return 64;
-  if (m <= 128) return 128;
+  if (m <= 128 || (m > 256 && m <= 384)) return 128;
   return 256;
 }
 
@@ -77,7 +70,8 @@ int env_int(const char* name, int fallback) {
 
 std::string qmm_affine_wgmma_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "affine only";
-  if (p.format.bits != 4) return "4-bit codes only (the instances built)";
+  if (p.format.bits != 2 && p.format.bits != 4 && p.format.bits != 8)
+    return "2, 4 or 8-bit codes (CUTLASS's unsigned 2/4/8-bit types)";
   if (p.format.group_size % 64 != 0)
     return "needs group_size % 64 == 0 (a group spans whole 64-wide K tiles)";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
@@ -128,13 +122,19 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   a.splits = std::max(1, env_int("QUANTA_QMM_WGMMA_SPLITS", 1));
   a.decomposition = env_int("QUANTA_QMM_WGMMA_DECOMPOSITION", 0);
   const char* failed = nullptr;
+  bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
-      const std::size_t bytes = qmm_affine_wgmma_workspace<T, TOKENS>(a);
-      void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-      failed = launch_qmm_affine_wgmma<T, TOKENS>(a, workspace, stream);
+    served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
+      dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
+        const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS>(a);
+        void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+        failed = launch_qmm_affine_wgmma<T, BITS, TOKENS>(a, workspace, stream);
+      });
     });
   });
+  if (!served)
+    throw Error("[quanta::matmul] qmm_affine_wgmma: no instance for " +
+                std::to_string(w.format.bits) + "-bit codes (2, 4 or 8)");
   if (failed)
     throw Error("[quanta::matmul] qmm_affine_wgmma: CUTLASS declined M=" + std::to_string(x.rows) +
                 " N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ": " + failed);

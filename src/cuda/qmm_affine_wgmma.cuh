@@ -1,7 +1,7 @@
-// qmm_affine_wgmma: 4-bit affine W times f16/bf16 activations on Hopper's warpgroup MMA, through
-// CUTLASS's mixed-input GEMM (sm_90a): TMA brings code, x and scale tiles into shared memory, a
-// producer warp keeps a multi-stage ring full, and two consumer warpgroups convert each code
-// tile in registers to scale * q + bias (the dtype's fma, rounded once, as MLX's dequantize)
+// qmm_affine_wgmma: 2/4/8-bit affine W times f16/bf16 activations on Hopper's warpgroup MMA,
+// through CUTLASS's mixed-input GEMM (sm_90a): TMA brings code, x and scale tiles into shared
+// memory, a producer warp keeps a multi-stage ring full, and two consumer warpgroups convert each
+// code tile in registers to scale * q + bias (the dtype's fma, rounded once, as MLX's dequantize)
 // before it enters wgmma as the register operand; f32 accumulation; stream-K tile scheduling.
 //
 // The GEMM is y^T = W x^T: W's rows are CUTLASS's M (K-major, as MLX stores them) and the rows
@@ -20,7 +20,7 @@
 namespace quanta::cuda {
 
 struct WgmmaArgs {
-  const void* codes;     // u4 [N, K / 2 bytes], element 0 in the low nibble (MLX)
+  const void* codes;     // [N, K * bits / 8 bytes], element 0 in the lowest bits (MLX)
   const void* scales_t;  // T [K / group, N]
   const void* biases_t;  // T [K / group, N]
   const void* x;         // T [M, K]
@@ -30,16 +30,30 @@ struct WgmmaArgs {
   int decomposition = 0;  // splits == 1: 0 CUTLASS's heuristic, 1 data-parallel, 2 stream-K
 };
 
-// Token-tile widths built (CUTLASS's tile is 128 rows of W x TOKENS rows of x x 64 along K).
+// Code widths (CUTLASS's uint2b_t, uint4b_t, uint8_t) and token-tile widths built (CUTLASS's
+// tile is 128 rows of W x TOKENS rows of x x 64 along K).
+inline constexpr int kWgmmaBits[] = {2, 4, 8};
 inline constexpr int kWgmmaTokenTiles[] = {64, 128, 256};
 
 // Bytes of global workspace the instance needs for these arguments (stream-K partial tiles).
-template <class T, int TOKENS>
+template <class T, int BITS, int TOKENS>
 std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a);
 
 // Launches on `stream`. Returns null on success, else CUTLASS's reason (can_implement or
 // initialize failed); launch errors are left for cudaGetLastError.
-template <class T, int TOKENS>
+template <class T, int BITS, int TOKENS>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream);
+
+// The instances of one dtype and width (EXTERN: `extern` to declare, empty to define).
+#define QUANTA_WGMMA_INSTANCES(EXTERN, T, BITS)                                              \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 64>(const WgmmaArgs&);     \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 128>(const WgmmaArgs&);    \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 256>(const WgmmaArgs&);    \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 64>(const WgmmaArgs&, void*,  \
+                                                                   cudaStream_t);            \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 128>(const WgmmaArgs&, void*, \
+                                                                    cudaStream_t);           \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 256>(const WgmmaArgs&, void*, \
+                                                                    cudaStream_t);
 
 }  // namespace quanta::cuda

@@ -1,9 +1,13 @@
 // qmm_affine_wgmma's CUTLASS instances (see qmm_affine_wgmma.cuh for the design). Included only
-// by the per-dtype instance files: each instance costs about a minute of nvcc.
+// by the instance files (one per dtype and width, so nvcc can run them in parallel): each
+// instance costs about 20 s of nvcc.
 #pragma once
 
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cstdint>
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -26,10 +30,14 @@ struct CutlassType<__nv_bfloat16> {
   using type = cutlass::bfloat16_t;
 };
 
-template <class T, int TOKENS>
+template <int BITS>
+using CodeType = std::conditional_t<BITS == 2, cutlass::uint2b_t,
+                                    std::conditional_t<BITS == 4, cutlass::uint4b_t, uint8_t>>;
+
+template <class T, int BITS, int TOKENS>
 struct Gemm {
   using Act = typename CutlassType<T>::type;
-  using Codes = cutlass::uint4b_t;
+  using Codes = CodeType<BITS>;
   using Tile = cute::Shape<cute::_128, cute::Int<TOKENS>, cute::_64>;
   using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
   // y^T [N, M] column-major is y [M, N] row-major. No C operand (beta = 0).
@@ -38,11 +46,12 @@ struct Gemm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
       cutlass::layout::ColumnMajor, 8, Act, cutlass::layout::ColumnMajor, 8,
       cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
-  // A = W: u4 codes, row-major [N, K] (K-major), with scales and zero points ("biases") of
-  // Act; B = x^T: column-major [K, M], i.e. x row-major.
+  // A = W: unsigned codes, row-major [N, K] (K-major), 16-byte aligned runs, with scales and
+  // zero points ("biases") of Act; B = x^T: column-major [K, M], i.e. x row-major.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<Codes, Act, Act>,
-      cutlass::layout::RowMajor, 32, Act, cutlass::layout::ColumnMajor, 8, float, Tile, Cluster,
+      cutlass::layout::RowMajor, 128 / BITS, Act, cutlass::layout::ColumnMajor, 8, float, Tile,
+      Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
@@ -78,15 +87,15 @@ struct Gemm {
 
 }  // namespace wgmma_detail
 
-template <class T, int TOKENS>
+template <class T, int BITS, int TOKENS>
 std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a) {
-  using G = wgmma_detail::Gemm<T, TOKENS>;
+  using G = wgmma_detail::Gemm<T, BITS, TOKENS>;
   return G::Adapter::get_workspace_size(G::arguments(a));
 }
 
-template <class T, int TOKENS>
+template <class T, int BITS, int TOKENS>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream) {
-  using G = wgmma_detail::Gemm<T, TOKENS>;
+  using G = wgmma_detail::Gemm<T, BITS, TOKENS>;
   const auto args = G::arguments(a);
   typename G::Adapter gemm;
   cutlass::Status s = gemm.can_implement(args);
@@ -94,13 +103,5 @@ const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStr
   if (s == cutlass::Status::kSuccess) s = gemm.run(stream);
   return s == cutlass::Status::kSuccess ? nullptr : cutlass::cutlassGetStatusString(s);
 }
-
-#define QUANTA_WGMMA_INSTANCES(T)                                                              \
-  template std::size_t qmm_affine_wgmma_workspace<T, 64>(const WgmmaArgs&);                    \
-  template std::size_t qmm_affine_wgmma_workspace<T, 128>(const WgmmaArgs&);                   \
-  template std::size_t qmm_affine_wgmma_workspace<T, 256>(const WgmmaArgs&);                   \
-  template const char* launch_qmm_affine_wgmma<T, 64>(const WgmmaArgs&, void*, cudaStream_t);  \
-  template const char* launch_qmm_affine_wgmma<T, 128>(const WgmmaArgs&, void*, cudaStream_t); \
-  template const char* launch_qmm_affine_wgmma<T, 256>(const WgmmaArgs&, void*, cudaStream_t);
 
 }  // namespace quanta::cuda

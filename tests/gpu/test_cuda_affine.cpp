@@ -146,7 +146,8 @@ TEST_P(CudaAffine, DequantizeThenCublas) {
 // when the tiles are fewer than the SMs, so partial tiles are reduced across CTAs).
 TEST_P(CudaAffine, WgmmaKernel) {
   const auto [bits, group] = GetParam();
-  if (bits != 4 || group % 64 != 0) GTEST_SKIP() << "qmm_affine_wgmma serves 4-bit groups of 64k";
+  if ((bits != 2 && bits != 4 && bits != 8) || group % 64 != 0)
+    GTEST_SKIP() << "qmm_affine_wgmma serves 2, 4 and 8-bit codes in groups of 64k";
   if (cuda::compute_capability() != 90) GTEST_SKIP() << "qmm_affine_wgmma needs sm_90";
   for (DType t : {DType::f16, DType::bf16})
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{136, 256}, {264, 4224}}) {
