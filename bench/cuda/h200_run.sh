@@ -66,6 +66,15 @@ for s in $steps; do
         echo "probe ${k%%:*} rc=$?"; cat "$OUT/probe_${k%%:*}.log"
       done
       ;;
+    m1_warps)  # every width x group at M = 1: warps per block of qmv_affine_i8 / qmv_affine_rd
+      for w in default 1 2 4 8; do
+        if [ $w = default ]; then unset QUANTA_QMV_I8_WARPS QUANTA_QMV_RD_WARPS
+        else export QUANTA_QMV_I8_WARPS=$w QUANTA_QMV_RD_WARPS=$w; fi
+        timeout 120 "$P" --formats affine-all --dtypes f16 --m 1 --no-cublas >"$OUT/m1_warps_$w.log" 2>&1
+        echo "m1 warps $w rc=$?"
+      done
+      unset QUANTA_QMV_I8_WARPS QUANTA_QMV_RD_WARPS
+      ;;
     wgmma_sweep)  # qmm_affine_wgmma's work split: CUTLASS's heuristic, data-parallel, stream-K, split-K
       for cfg in D0 D1 D2 S2 S3 S4 S6 S8; do
         case $cfg in D*) export QUANTA_QMM_WGMMA_DECOMPOSITION=${cfg#D} QUANTA_QMM_WGMMA_SPLITS=1 ;;
