@@ -85,8 +85,10 @@ TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
 TEST_F(SelectCuda, F32ActivationsByM) {
   for (int64_t m : {1, 2, 3, 4, 8})
     EXPECT_EQ(pick(affine_problem(m, DType::f32)), "qmv_affine_f32") << "M=" << m;
-  for (int64_t m : {16, 32, 33, 257, 4096})
-    EXPECT_EQ(pick(affine_problem(m, DType::f32)), "matmul_generic") << "M=" << m;
+  for (int64_t m : {9, 16, 32, 33, 257, 4096})
+    EXPECT_EQ(pick(affine_problem(m, DType::f32)), "qmm_affine_dq") << "M=" << m;
+  // A K too long for 128 dense f32 rows in a 64 MB slab.
+  EXPECT_EQ(pick(affine_problem(16, DType::f32, 4, 64, 4096, 262144)), "matmul_generic");
 }
 
 TEST_F(SelectCuda, RaggedShapesFallBack) {
@@ -126,7 +128,12 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         p.k = 1024;
         EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
         if (f.scheme != Scheme::affine) {
-          EXPECT_EQ(pick(p), "matmul_generic") << f.name();
+          EXPECT_EQ(pick(p), m < 16 ? "matmul_generic" : "qmm_generic_dq") << f.name();
+          p.layout = Layout::kn;
+          if (f.info().kn_layout) {
+            EXPECT_EQ(pick(p), "matmul_generic") << f.name();
+          }
+          p.layout = Layout::nk;
         }
         p.op = Op::gather_matmul;
         EXPECT_EQ(pick(p), "gather_matmul_generic") << f.name();

@@ -66,6 +66,21 @@ for s in $steps; do
         echo "probe ${k%%:*} rc=$?"; cat "$OUT/probe_${k%%:*}.log"
       done
       ;;
+    dq)  # dequantize + cuBLAS for the other formats and for f32 activations, against matmul_generic
+      f=mxfp4,nvfp4,mxfp8,e4m3-channel,q4_0,q4_K,q6_K
+      timeout 200 "$P" --formats $f --shapes 14336x5120 --m 1,2,4,8,16,64,512 --dtypes bf16 --check \
+        >"$OUT/probe_dq.log" 2>&1
+      echo "probe dq rc=$?"; cat "$OUT/probe_dq.log"
+      timeout 200 "$P" --formats $f --shapes 14336x5120 --kernel matmul_generic --m 2,4,8,16,64 \
+        --dtypes bf16 --no-cublas --replays 3 >"$OUT/probe_dq_generic.log" 2>&1
+      echo "probe generic rc=$?"; cat "$OUT/probe_dq_generic.log"
+      timeout 200 "$P" --formats affine-4b-g64 --m 9,16,64,512 --dtypes f32 --check \
+        >"$OUT/probe_dq_f32.log" 2>&1
+      echo "probe dq f32 rc=$?"; cat "$OUT/probe_dq_f32.log"
+      timeout 200 "$P" --formats affine-4b-g64 --kernel matmul_generic --m 9,16,64 --dtypes f32 \
+        --no-cublas --replays 3 >"$OUT/probe_dq_f32_generic.log" 2>&1
+      echo "probe f32 generic rc=$?"; cat "$OUT/probe_dq_f32_generic.log"
+      ;;
     m1_warps)  # every width x group at M = 1: warps per block of qmv_affine_i8 / qmv_affine_rd
       for w in default 1 2 4 8; do
         if [ $w = default ]; then unset QUANTA_QMV_I8_WARPS QUANTA_QMV_RD_WARPS

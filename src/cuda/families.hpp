@@ -45,11 +45,15 @@ std::string qmm_affine_i8_supports(const Problem& p);
 void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
-// qmm_affine_dq.cpp: affine nk, f16/bf16, large M: slabs of W dequantized (dequantize_affine)
-// and multiplied by cuBLAS.
+// qmm_dq.cpp: nk, larger M: slabs of W dequantized to x's dtype and multiplied by cuBLAS;
+// qmm_affine_dq with dequantize_affine, qmm_generic_dq (every other format) with
+// dequantize_generic.
 std::string qmm_affine_dq_supports(const Problem& p);
 void qmm_affine_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
+std::string qmm_generic_dq_supports(const Problem& p);
+void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx);
 
 // qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu/gpu_util.hpp"
@@ -45,6 +46,24 @@ TEST_P(CudaGeneric, MatmulMatchesOracle) {
   if (f.info().kn_layout)
     for (DType t : kAllDTypes)
       for (int64_t m : {1, 3}) check(f, t, Layout::kn, m, 64, k, "matmul_generic");
+}
+
+// Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
+// with f32 activations (f16/bf16 affine is covered in test_cuda_affine.cpp); several slabs
+// (a 1 MB budget: 128-row slabs at K = 2048 in f32), ragged N.
+TEST_P(CudaGeneric, DequantizeThenCublas) {
+  const Format f = GetParam();
+  const bool affine = f.scheme == Scheme::affine;
+  const std::string_view kernel = affine ? "qmm_affine_dq" : "qmm_generic_dq";
+  for (DType t : kAllDTypes) {
+    if (affine && t != DType::f32) continue;
+    for (int64_t m : {16, 33}) check(f, t, Layout::nk, m, 40, 256, kernel);
+    if (affine) check(f, t, Layout::nk, 9, 40, 256, kernel);
+  }
+  ::setenv("QUANTA_QMM_DQ_SLAB_MB", "1", 1);
+  check(f, DType::f32, Layout::nk, 17, 300, 2048, kernel);
+  if (!affine) check(f, DType::bf16, Layout::nk, 17, 300, 2048, kernel);
+  ::unsetenv("QUANTA_QMM_DQ_SLAB_MB");
 }
 
 TEST_P(CudaGeneric, GatherMatchesOracle) {
