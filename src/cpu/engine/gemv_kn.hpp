@@ -3,56 +3,93 @@
 // block the codes are summed against x first and the scales applied once:
 //   y[n] += s[g, n] · Σ_k x[k]·q[k, n] + b[g, n] · Σ_k x[k]
 // A task owns a panel of columns; it reads each K-row's run across its panel in address order
-// (reading 64 columns of 16 rows at a time, with the sums in registers, cut the bandwidth in
-// half: 16 interleaved streams). 4-bit codes unpack two per byte: a chunk of 2W columns gives the
-// even columns in one vector and the odd ones in the other, and the partial y keeps that order
-// until gemv_kn_finish restores it (with the fp8 scales and the nvfp4 global scale).
+// into sums held in L1. Sums in registers for a strip of columns over the rows of a block lost
+// (64 columns x 16 rows: 7.5 vs 5.7 ms; 256 columns x 16-64 rows, each row's run prefetched a
+// few strips ahead: 8.6-11 vs 5.3-7.6 ms): 16+ interleaved streams, and so did two K-rows per
+// pass (docs/perf-cpu.md).
+// Codes unpack in "byte lanes" where that is cheaper: 2- and 4-bit affine codes and E2M1 take
+// 16 bytes zero-extended to one byte per lane (W bytes), and vector j of a chunk holds code j
+// of every byte (P = 8 / B vectors, lane t of vector j is column P·t + j); the other formats
+// take two vectors in natural order. The partial y keeps the chunk's lane order until
+// gemv_kn_finish restores it (with the fp8 scales and the nvfp4 global scale).
 #pragma once
+
+#include <utility>
 
 #include "cpu/engine/common.hpp"
 
 namespace quanta::cpu::QUANTA_ISA {
 
-inline constexpr int kKnRows = 16;
-
 template <Val kVal, int B>
 struct KnChunk {
-  static constexpr bool kNib = (B == 4);
-  // Columns [n, n + 2W) of a K-row (n a multiple of 2W), in lane order.
-  static void load(const uint8_t* row, int64_t n, F& q0, F& q1) {
-    if constexpr (kNib) {
+  // Byte-lane order (see top) or natural order.
+  static constexpr bool kLanes = (B == 2 && kVal == Val::uint) || B == 4;
+  static constexpr int P = kLanes ? 8 / B : 2;  // vectors per chunk
+  static constexpr int kCols = P * W;           // columns per chunk
+  // Columns [n, n + kCols) of a K-row (n a multiple of kCols), in lane order.
+  static void load(const uint8_t* row, int64_t n, F* q) {
+    if constexpr (kVal == Val::e2m1) {
       I lo, hi;
       V::nib2(row + n / 2, lo, hi);
-      if constexpr (kVal == Val::e2m1) {
-        const auto t = V::tbl(kE2M1);
-        q0 = V::lut(t, lo);
-        q1 = V::lut(t, hi);
-      } else {
-        q0 = V::template ucvt<4>(lo);
-        q1 = V::template ucvt<4>(hi);
+      const auto t = V::tbl(kE2M1);
+      q[0] = V::lut(t, lo);
+      q[1] = V::lut(t, hi);
+    } else if constexpr (kLanes) {
+      const I raw = V::u8(row + n * B / 8);
+      const I m = V::seti((1 << B) - 1);
+      [&]<int... J>(std::integer_sequence<int, J...>) {
+        ((q[J] = V::cvt(J == P - 1 ? V::template shr<B * J>(raw)
+                                   : V::and_(V::template shr<B * J>(raw), m))),
+         ...);
       }
+      (std::make_integer_sequence<int, P>{});
     } else {
-      q0 = natural<kVal, B>(row, n);
-      q1 = natural<kVal, B>(row, n + W);
+      q[0] = natural<kVal, B>(row, n);
+      q[1] = natural<kVal, B>(row, n + W);
     }
   }
 };
 
-// The scale and bias vectors of scale row g for the chunk at column n (cnt <= 2W real
+// P natural vectors (columns [n, n + P·W)) to the chunk's lane order, and back.
+template <int P>
+inline void kn_to_lanes(F* v) {
+  if constexpr (P == 2) {
+    V::deinterleave(v[0], v[1], v[0], v[1]);
+  } else {
+    F e0, o0, e1, o1;
+    V::deinterleave(v[0], v[1], e0, o0);
+    V::deinterleave(v[2], v[3], e1, o1);
+    V::deinterleave(e0, e1, v[0], v[2]);
+    V::deinterleave(o0, o1, v[1], v[3]);
+  }
+}
+template <int P>
+inline void kn_from_lanes(F* v) {
+  if constexpr (P == 2) {
+    V::interleave(v[0], v[1], v[0], v[1]);
+  } else {
+    F e0, o0, e1, o1;
+    V::interleave(v[0], v[2], e0, e1);
+    V::interleave(v[1], v[3], o0, o1);
+    V::interleave(e0, o0, v[0], v[1]);
+    V::interleave(e1, o1, v[2], v[3]);
+  }
+}
+
+// The scale and bias vectors of scale row g for the chunk at column n (cnt <= P·W real
 // columns), in the chunk's lane order.
 template <Val kVal, int B, Sc kSc>
-inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, F& s0, F& s1, F& b0,
-                            F& b1) {
-  const int c0 = cnt < W ? cnt : W, c1 = cnt - c0;
-  auto two = [&](auto load1, F& v0, F& v1) {
-    const F a = c0 == W ? load1(n, W) : load1(n, c0);
-    const F b = c1 == W ? load1(n + W, W) : (c1 > 0 ? load1(n + W, c1) : V::zero());
-    if constexpr (KnChunk<kVal, B>::kNib)
-      V::deinterleave(a, b, v0, v1);
-    else
-      v0 = a, v1 = b;
+inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, F* s, F* b) {
+  using C = KnChunk<kVal, B>;
+  constexpr int P = C::P;
+  auto vecs = [&](auto load1, F* v) {
+    for (int j = 0; j < P; ++j) {
+      const int c = cnt - j * W;
+      v[j] = c >= W ? load1(n + j * W, W) : (c > 0 ? load1(n + j * W, c) : V::zero());
+    }
+    if constexpr (C::kLanes) kn_to_lanes<P>(v);
   };
-  b0 = b1 = V::zero();
+  for (int j = 0; j < P; ++j) b[j] = V::zero();
   if constexpr (kSc == Sc::affine) {
     const int sz = sd_size(w.scale_dtype);
     auto from = [&](const uint8_t* base) {
@@ -61,10 +98,10 @@ inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, 
         return c == W ? V::load_sd(p, w.scale_dtype) : V::load_sd_n(p, w.scale_dtype, c);
       };
     };
-    two(from(w.scales), s0, s1);
-    two(from(w.biases), b0, b1);
+    vecs(from(w.scales), s);
+    vecs(from(w.biases), b);
   } else if constexpr (kSc == Sc::e8m0 || kSc == Sc::e4m3) {
-    two(
+    vecs(
         [&](int64_t at, int c) {
           const uint8_t* p = w.scales + g * w.n + at;
           alignas(64) uint8_t buf[64] = {};
@@ -74,25 +111,31 @@ inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, 
           }
           return kSc == Sc::e8m0 ? V::e8m0(p) : V::e4m3(p);
         },
-        s0, s1);
+        s);
   } else {
-    s0 = s1 = V::set1(1.0f);
+    for (int j = 0; j < P; ++j) s[j] = V::set1(1.0f);
   }
 }
+
+// Rows per block (a block never crosses a group; every group has >= 16 rows).
+inline constexpr int kKnRows = 16;
 
 // Columns of one task (a panel), sized so the panel's running sums (f32) stay in L1.
 inline constexpr int64_t kKnPanel = 4096;
 
 // y[n0, n1) (lane order) += Σ_{k ∈ [k0, k1)} x[k] · w[k, n] for a panel [n0, n1) (n0 a multiple
-// of 2W). Each K-row's run across the panel is read once, in address order, into sums held in
-// L1; every 16 rows the scales are applied once.
+// of the chunk's kCols: 64 columns for 2-bit affine on AVX-512, 32 otherwise). Each K-row's run
+// across the panel is read once, in address order, into sums held in L1; every block the
+// scales are applied once.
 template <Val kVal, int B, Sc kSc>
 inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1,
                     int64_t k0, int64_t k1) {
   using C = KnChunk<kVal, B>;
+  constexpr int P = C::P;
+  constexpr int64_t kCols = C::kCols, kCB = kCols * B / 8;  // columns, code bytes per chunk
   const int64_t N = w.n, G = w.group;
-  const int64_t c0 = n0 / (2 * W), c1 = (n1 + 2 * W - 1) / (2 * W);  // chunks of 2W columns
-  alignas(64) float acc[kKnPanel + 2 * 16];
+  const int64_t c0 = n0 / kCols, c1 = (n1 + kCols - 1) / kCols;
+  alignas(64) float acc[kKnPanel + 4 * 16];
   for (int64_t kb = k0; kb < k1; kb += kKnRows) {
     const int rows = static_cast<int>(imin(kKnRows, k1 - kb));
     const int64_t g = G ? kb / G : 0;
@@ -103,34 +146,30 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
       xsum += xk;
       const F xb = V::set1(xk);
       for (int64_t c = c0; c < c1; ++c) {
-        const uint8_t* p = row + c * 2 * W * B / 8;
+        const uint8_t* p = row + c * kCB;
         V::prefetch(p + w.row_bytes);  // the next row's run, read next
         if ((c & 1) == 0) V::prefetch_l2(p + kKnRows * w.row_bytes);  // the next block
-        F q0, q1;
-        C::load(row, c * 2 * W, q0, q1);
-        float* a = acc + (c - c0) * 2 * W;
+        F q[P];
+        C::load(row, c * kCols, q);
+        float* a = acc + (c - c0) * kCols;
         if (i == 0) {
-          V::store(a, V::mul(xb, q0));
-          V::store(a + W, V::mul(xb, q1));
+          for (int j = 0; j < P; ++j) V::store(a + j * W, V::mul(xb, q[j]));
         } else {
-          V::store(a, V::fma(xb, q0, V::load(a)));
-          V::store(a + W, V::fma(xb, q1, V::load(a + W)));
+          for (int j = 0; j < P; ++j) V::store(a + j * W, V::fma(xb, q[j], V::load(a + j * W)));
         }
       }
     }
     for (int64_t c = c0; c < c1; ++c) {
-      const int64_t n = c * 2 * W;
-      F s0, s1, b0, b1;
-      kn_chunk_scales<kVal, B, kSc>(w, g, n, static_cast<int>(imin(2 * W, N - n)), s0, s1, b0, b1);
-      const float* a = acc + (c - c0) * 2 * W;
+      const int64_t n = c * kCols;
+      F s[P], b[P];
+      kn_chunk_scales<kVal, B, kSc>(w, g, n, static_cast<int>(imin(kCols, N - n)), s, b);
+      const float* a = acc + (c - c0) * kCols;
       float* yp = y + n;
-      F y0 = V::fma(s0, V::load(a), V::load(yp)), y1 = V::fma(s1, V::load(a + W), V::load(yp + W));
-      if constexpr (kSc == Sc::affine) {
-        y0 = V::fma(b0, V::set1(xsum), y0);
-        y1 = V::fma(b1, V::set1(xsum), y1);
+      for (int j = 0; j < P; ++j) {
+        F v = V::fma(s[j], V::load(a + j * W), V::load(yp + j * W));
+        if constexpr (kSc == Sc::affine) v = V::fma(b[j], V::set1(xsum), v);
+        V::store(yp + j * W, v);
       }
-      V::store(yp, y0);
-      V::store(yp + W, y1);
     }
   }
 }
@@ -168,26 +207,37 @@ inline void gemv_kn(const WeightPlan& w, const float* x, float* y, int64_t n0, i
   }
 }
 
-// Floats a partial y of gemv_kn needs: whole chunks of 2W columns.
+// Vectors per chunk of w's lane order (1: natural order).
+inline int kn_lanes(const WeightPlan& w) {
+  if (w.bits == 4) return 2;
+  if (w.bits == 2 && w.scheme == Scheme::affine) return 4;
+  return 1;
+}
+
+// Floats a partial y of gemv_kn needs: whole chunks.
 inline int64_t gemv_kn_ylen(const WeightPlan& w) {
-  return (w.n + 2 * W - 1) / (2 * W) * (2 * W);
+  return (w.n + 4 * W - 1) / (4 * W) * (4 * W);
 }
 
 // y[n] (natural order) from the summed partial sums (lane order), with the scales that apply
 // to whole columns: fp8 per channel or tensor, the nvfp4 global scale.
 inline void gemv_kn_finish(const WeightPlan& w, const float* sum, float* y) {
-  const bool nib = w.bits == 4;
-  alignas(64) float tmp[2 * W];
-  for (int64_t n = 0; n < w.n; n += 2 * W) {
+  const int P = kn_lanes(w);
+  const int64_t cols = P > 1 ? P * W : W;
+  alignas(64) float tmp[4 * W];
+  for (int64_t n = 0; n < w.n; n += cols) {
     const float* src = sum + n;
-    if (nib) {
-      F a, b;
-      V::interleave(V::load(sum + n), V::load(sum + n + W), a, b);
-      V::store(tmp, a);
-      V::store(tmp + W, b);
+    if (P > 1) {
+      F v[4];
+      for (int j = 0; j < P; ++j) v[j] = V::load(sum + n + j * W);
+      if (P == 2)
+        kn_from_lanes<2>(v);
+      else
+        kn_from_lanes<4>(v);
+      for (int j = 0; j < P; ++j) V::store(tmp + j * W, v[j]);
       src = tmp;
     }
-    const int64_t cnt = imin(2 * W, w.n - n);
+    const int64_t cnt = imin(cols, w.n - n);
     for (int64_t j = 0; j < cnt; ++j) y[n + j] = src[j];
   }
   if (w.scheme == Scheme::fp8_e4m3 || w.scheme == Scheme::fp8_e5m2) {
