@@ -132,6 +132,36 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// GGUF: a warp-sized CTA decodes 32 consecutive blocks, one per lane with ggml's arithmetic,
+// into shared memory (rows padded by one float against bank conflicts) and then stores the 32
+// blocks' values, which are contiguous in `out`, coalesced. (Through decode_row_span only
+// 1024 / block_elems threads of a CTA had work: 4 of 128 for the K-quants.)
+constexpr int kGgufWarpBlocks = 32;
+constexpr int kGgufMaxBlockElems = 256;
+
+__global__ void __launch_bounds__(kGgufWarpBlocks)
+    gguf_dequantize_kernel(WeightDesc w, void* out, DType out_dtype) {
+  __shared__ float vals[kGgufWarpBlocks * (kGgufMaxBlockElems + 1)];
+  const int be = w.block_elems, stride = be + 1, lane = static_cast<int>(threadIdx.x);
+  const int64_t R = w.storage_rows(), per_row = w.storage_cols() / be;
+  const int64_t total = R * w.batch * per_row;
+  for (int64_t b0 = static_cast<int64_t>(blockIdx.x) * kGgufWarpBlocks; b0 < total;
+       b0 += static_cast<int64_t>(gridDim.x) * kGgufWarpBlocks) {
+    const int64_t b = b0 + lane;
+    if (b < total) {
+      const int64_t er = b / per_row, j = b % per_row, e = er / R, r = er % R;
+      decode_gguf_block(w.scheme, w.codes + e * w.code_stride + r * w.row_bytes + j * w.block_bytes,
+                        vals + lane * stride);
+    }
+    __syncwarp();
+    const int count =
+        static_cast<int>(total - b0 < kGgufWarpBlocks ? total - b0 : kGgufWarpBlocks) * be;
+    for (int i = lane; i < count; i += kGgufWarpBlocks)
+      store_f32_as(out, out_dtype, b0 * be + i, vals[i / be * stride + i % be]);
+    __syncwarp();
+  }
+}
+
 }  // namespace
 
 void matmul_generic(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
@@ -169,8 +199,15 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
   require_device_pointer(out.data, "dequantize", "out");
   const WeightDesc d = make_desc(w);
   const int64_t rows = d.storage_rows() * d.batch;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20));
-  generic_dequantize_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(d, out.data, out.dtype);
+  if (d.family == Family::gguf) {
+    const int64_t blocks = rows * (d.storage_cols() / d.block_elems);
+    const unsigned grid = static_cast<unsigned>(
+        std::min<int64_t>((blocks + kGgufWarpBlocks - 1) / kGgufWarpBlocks, 1 << 20));
+    gguf_dequantize_kernel<<<grid, kGgufWarpBlocks, 0, stream_of(ctx)>>>(d, out.data, out.dtype);
+  } else {
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20));
+    generic_dequantize_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(d, out.data, out.dtype);
+  }
   QUANTA_CUDA_CHECK_LAUNCH();
 }
 
