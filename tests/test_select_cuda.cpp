@@ -128,7 +128,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         p.k = 1024;
         EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
         if (f.scheme != Scheme::affine) {
-          EXPECT_EQ(pick(p), m < 16 ? "matmul_generic" : "qmm_generic_dq") << f.name();
+          EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
           p.layout = Layout::kn;
           if (f.info().kn_layout) {
             EXPECT_EQ(pick(p), "matmul_generic") << f.name();

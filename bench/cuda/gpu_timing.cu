@@ -171,6 +171,10 @@ std::shared_ptr<void> device_alloc(std::size_t bytes) {
 
 void upload(void* dst, const void* src, std::size_t bytes) {
   QUANTA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and kernels run on the
+  // non-blocking timing stream, which does not wait for it: a poisoned output uploaded this way
+  // could overwrite a kernel's result (seen as f32 dequantize rows failing at random).
+  QUANTA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void download(void* dst, const void* src, std::size_t bytes) {
   QUANTA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));

@@ -58,6 +58,9 @@ TEST_P(CudaGeneric, DequantizeThenCublas) {
   for (DType t : kAllDTypes) {
     if (affine && t != DType::f32) continue;
     for (int64_t m : {16, 33}) check(f, t, Layout::nk, m, 40, 256, kernel);
+    for (int64_t m : {1, 2}) {
+      if (!affine) check(f, t, Layout::nk, m, 40, 256, kernel);
+    }
     if (affine) check(f, t, Layout::nk, 9, 40, 256, kernel);
   }
   ::setenv("QUANTA_QMM_DQ_SLAB_MB", "1", 1);
