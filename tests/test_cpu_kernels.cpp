@@ -229,8 +229,9 @@ TEST(CpuKernelsEdges, KnPanelsAndKSplit) {
   for (const Case& c :
        {Case{Format::affine(4, 32), Layout::kn}, Case{Format::mxfp8(), Layout::kn},
         Case{Format::affine(3, 64), Layout::kn}, Case{Format::affine(2, 64), Layout::kn}}) {
-    // 2-bit: 4144 ends in a part of a 64-column chunk (four vectors of byte lanes)
-    const int64_t N = c.format.bits == 3 ? 4160 : (c.format.bits == 2 ? 4144 : 4136), K = 128;
+    // Past one 8192-column panel; 2-bit: 8240 ends in a part of a 64-column chunk (four
+    // vectors of byte lanes)
+    const int64_t N = c.format.bits == 3 ? 8256 : (c.format.bits == 2 ? 8240 : 8232), K = 128;
     const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 13);
     for (Isa isa : machine_isas()) {
       const cpu::ScopedIsa scoped(isa);

@@ -5,6 +5,8 @@
 //   M > 1 (or forced): per task of NC output features, per K block: decode the tile once,
 //   then run the micro-kernel over every row of x (W [N, K] from pack_min_rows rows of x:
 //   the tile packed K-major for the outer-product form).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -134,11 +136,23 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& w, const float* x, in
   }
 }
 
+// Columns per [K, N] GEMV task: the widest panel whose f32 running sums fit in L1 with room for
+// the code stream (wider panels read longer runs of each row: 8192 beat 4096 by 3-15% on a
+// 48 KB L1, docs/perf-cpu.md).
+int64_t kn_panel_cols() {
+  static const int64_t cols = [] {
+    const long l1 = ::sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return l1 >= 48 * 1024 ? kKnPanelCols : kKnPanelCols / 2;
+  }();
+  return cols;
+}
+
 // W [K, N], M = 1: tasks are column panels (each read row by row, its sums in L1) times K
 // ranges when there are fewer panels than workers; partial sums of the K ranges are added.
 void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
   const int workers = workers_for(threads, w.n * w.k);
-  const int64_t panels = (w.n + kKnPanelCols - 1) / kKnPanelCols;
+  const int64_t panel = kn_panel_cols();
+  const int64_t panels = (w.n + panel - 1) / panel;
   const int64_t blocks = (w.k + 15) / 16;  // 16-row blocks share a scale row
   const int64_t parts = std::min<int64_t>(blocks, std::max<int64_t>(1, workers / panels));
   const int64_t per = (blocks + parts - 1) / parts;
@@ -146,9 +160,9 @@ void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y
   Buffer part((parts + 1) * len);
   std::memset(part.get(), 0, static_cast<std::size_t>(parts * len) * sizeof(float));
   parallel_for(panels * parts, workers, [&](int64_t t, int) {
-    const int64_t p = t / panels, n0 = (t % panels) * kKnPanelCols;
+    const int64_t p = t / panels, n0 = (t % panels) * panel;
     const int64_t k0 = p * per * 16;
-    kr.gemv_kn(w, x, part.get() + p * len, n0, std::min(w.n, n0 + kKnPanelCols), k0,
+    kr.gemv_kn(w, x, part.get() + p * len, n0, std::min(w.n, n0 + panel), k0,
                std::min(w.k, k0 + per * 16));
   });
   float* sum = part.get() + parts * len;

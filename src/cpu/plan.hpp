@@ -97,7 +97,7 @@ struct IsaKernels {
 
 inline constexpr int64_t kGemvXPad = 64;
 inline constexpr int kGemvMultiRows = 4;       // rows of x per pass of gemv_nk_multi
-inline constexpr int64_t kKnPanelCols = 4096;  // columns per gemv_kn call
+inline constexpr int64_t kKnPanelCols = 8192;  // most columns per gemv_kn call (fast.cpp picks)
 
 // The kernels of each level (scalar is portable; the others exist in x86 builds).
 extern const IsaKernels kScalarKernels;
