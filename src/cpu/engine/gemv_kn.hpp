@@ -120,6 +120,12 @@ inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, 
 // Rows per block (a block never crosses a group; every group has >= 16 rows).
 inline constexpr int kKnRows = 16;
 
+// K-rows per pass over a panel, by code width: each load and store of the running sums serves
+// that many rows (measured against 1: 4 rows for <= 4 bits 7-20% faster, 8 no better than 4;
+// 2 rows for 5-8 bits 5-13% faster; docs/perf-cpu.md).
+template <int B>
+inline constexpr int kKnPassRows = B <= 4 ? 4 : 2;
+
 // Most columns of one task (a panel): 8192 f32 running sums (32 KB) stay in a 48 KB L1 and read
 // 4 KB runs per row of a 4-bit W, 3-15% faster than 4096 (16384, 64 KB of sums, lost);
 // fast.cpp halves the panel where L1 is smaller.
@@ -142,25 +148,35 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
     const int rows = static_cast<int>(imin(kKnRows, k1 - kb));
     const int64_t g = G ? kb / G : 0;
     float xsum = 0;
-    for (int i = 0; i < rows; ++i) {
-      const uint8_t* row = row_ptr(w, kb + i);
-      const float xk = x[kb + i];
-      xsum += xk;
-      const F xb = V::set1(xk);
+    for (int i = 0; i < rows; ++i) xsum += x[kb + i];
+    // R rows per pass over the panel: one load and store of the sums serve R rows.
+    auto pass = [&]<int R>(int i) {
+      const uint8_t* row[R];
+      F xb[R];
+      for (int r = 0; r < R; ++r) {
+        row[r] = row_ptr(w, kb + i + r);
+        xb[r] = V::set1(x[kb + i + r]);
+      }
       for (int64_t c = c0; c < c1; ++c) {
-        const uint8_t* p = row + c * kCB;
-        V::prefetch(p + w.row_bytes);  // the next row's run, read next
-        if ((c & 1) == 0) V::prefetch_l2(p + kKnRows * w.row_bytes);  // the next block
-        F q[P];
-        C::load(row, c * kCols, q);
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* p = row[r] + c * kCB;
+          V::prefetch(p + R * w.row_bytes);  // this row's run in the next pass
+          if ((c & 1) == 0 && r == 0) V::prefetch_l2(p + kKnRows * w.row_bytes);  // next block
+        }
+        F q[R][P];
+        for (int r = 0; r < R; ++r) C::load(row[r], c * kCols, q[r]);
         float* a = acc + (c - c0) * kCols;
-        if (i == 0) {
-          for (int j = 0; j < P; ++j) V::store(a + j * W, V::mul(xb, q[j]));
-        } else {
-          for (int j = 0; j < P; ++j) V::store(a + j * W, V::fma(xb, q[j], V::load(a + j * W)));
+        for (int j = 0; j < P; ++j) {
+          F v = i == 0 ? V::mul(xb[0], q[0][j]) : V::fma(xb[0], q[0][j], V::load(a + j * W));
+          for (int r = 1; r < R; ++r) v = V::fma(xb[r], q[r][j], v);
+          V::store(a + j * W, v);
         }
       }
-    }
+    };
+    int i = 0;
+    for (; i + kKnPassRows<B> <= rows; i += kKnPassRows<B>)
+      pass.template operator()<kKnPassRows<B>>(i);
+    for (; i < rows; ++i) pass.template operator()<1>(i);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t n = c * kCols;
       F s[P], b[P];
