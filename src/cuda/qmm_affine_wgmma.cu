@@ -78,6 +78,8 @@ std::string qmm_affine_wgmma_supports(const Problem& p) {
   if (p.dtype == DType::f32) return "f16/bf16 activations only (wgmma on 16-bit operands)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.n % 8 != 0) return "needs N % 8 == 0 (16-byte rows of y and of the scales for TMA)";
+  if (p.n > int64_t{65535} * kTransposeTile)
+    return "needs N <= 2097120 (the scale transpose's grid)";
   if (p.n > std::numeric_limits<int32_t>::max() || p.k > std::numeric_limits<int32_t>::max() ||
       p.m > std::numeric_limits<int32_t>::max())
     return "M, N and K must fit in int32";
