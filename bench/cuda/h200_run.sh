@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
-# docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma sweep
-# (default: all of them). Logs go to $OUT (one file per step).
+# docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
+# m1_warps wgmma_sweep quick prof stalls source api extra (default: tests sanitizer m1 all
+# large). Logs go to $OUT (one file per step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 D=${DEVRUN:-build-cuda/devrun}
