@@ -120,11 +120,10 @@ inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, 
 // Rows per block (a block never crosses a group; every group has >= 16 rows).
 inline constexpr int kKnRows = 16;
 
-// K-rows per pass over a panel, by code width: each load and store of the running sums serves
-// that many rows (measured against 1: 4 rows for <= 4 bits 7-20% faster, 8 no better than 4;
-// 2 rows for 5-8 bits 5-13% faster; docs/perf-cpu.md).
-template <int B>
-inline constexpr int kKnPassRows = B <= 4 ? 4 : 2;
+// K-rows per pass over a panel: each load and store of the running sums serves that many rows
+// (against one: 7-20% faster for <= 4-bit codes, 5-13% above; 8 rows no better than 4; 2 rows
+// above 4 bits 2-10% slower than 4; docs/perf-cpu.md).
+inline constexpr int kKnPassRows = 4;
 
 // Most columns of one task (a panel): 8192 f32 running sums (32 KB) stay in a 48 KB L1 and read
 // 4 KB runs per row of a 4-bit W, 3-15% faster than 4096 (16384, 64 KB of sums, lost);
@@ -174,8 +173,7 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
       }
     };
     int i = 0;
-    for (; i + kKnPassRows<B> <= rows; i += kKnPassRows<B>)
-      pass.template operator()<kKnPassRows<B>>(i);
+    for (; i + kKnPassRows <= rows; i += kKnPassRows) pass.template operator()<kKnPassRows>(i);
     for (; i < rows; ++i) pass.template operator()<1>(i);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t n = c * kCols;
