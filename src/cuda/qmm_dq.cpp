@@ -1,11 +1,13 @@
 // Large-M matmul as dequantize + cuBLAS: slabs of W's rows are dequantized into a per-stream
 // dense buffer of x's dtype and multiplied with cublasGemmEx (f32 accumulation), slab after slab
 // on the caller's stream. Two entries share it:
-// - qmm_affine_dq: affine, with dequantize_affine (bit-exact with the host decode). For the
-//   widths and groups qmm_affine_wgmma does not serve; the fused mma.sync kernel
-//   (qmm_affine_mma) reaches 0.3-0.4x cuBLAS from M = 64 up, this 0.6-0.9x from M = 512.
-// - qmm_generic_dq: every other format in the [N, K] layout, with dequantize_generic, where the
-//   only other device kernel is matmul_generic's per-element decode (1-3% of the roof).
+// - qmm_affine_dq: affine, with dequantize_affine (bit-exact with the host decode): f16/bf16
+//   from M = 512 for the widths and groups qmm_affine_wgmma does not serve (the fused mma.sync
+//   kernel, qmm_affine_mma, reaches 0.3-0.4x cuBLAS from M = 64 up, this 0.6-0.9x from
+//   M = 512), and f32 activations from M = 9 (an f32 GEMM without TF32).
+// - qmm_generic_dq: every other format in the [N, K] layout at any M, with dequantize_generic,
+//   where the only other device kernel is matmul_generic's per-element decode (1-3% of the
+//   roof; slower than dequantize + GEMM even at M = 1).
 // The weights are rounded to x's dtype once, as MLX's dequantize does.
 #include <cublas_v2.h>
 #include <fmt/format.h>
