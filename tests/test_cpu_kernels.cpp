@@ -202,7 +202,8 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, CpuKernels, ::testing::ValuesIn(all_cases()
 TEST(CpuKernelsEdges, TinyAndOddShapes) {
   const Case cases[] = {
       {Format::affine(4, 32)}, {Format::affine(3, 128)},     {Format::nvfp4(), Layout::nk, true},
-      {Format::fp8_e5m2()},    {Format::gguf(Scheme::q4_0)}, {Format::gguf(Scheme::q6_K)}};
+      {Format::fp8_e5m2()},    {Format::gguf(Scheme::q4_0)}, {Format::gguf(Scheme::q6_K)},
+      {Format::affine(2, 32)}};  // one group of 32: not a whole pair, so the natural order
   for (const Case& c : cases) {
     const SchemeInfo& info = c.format.info();
     const int64_t K = info.family == Family::fp8 ? 5 : std::max(c.format.group_size, 16);

@@ -32,6 +32,9 @@ struct WeightPlan {
   const uint8_t* scales = nullptr;  // affine: [rows, K/G] (nk) or [K/G, N] (kn) of scale_dtype
   const uint8_t* biases = nullptr;
   float global = 1.0f;  // nvfp4 global scale, 1 when absent
+  // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
+  // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
+  bool quad_pairs = false;
 };
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].

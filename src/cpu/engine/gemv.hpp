@@ -59,6 +59,13 @@ struct Chunk {
 // for |x| >= 2^-120), which saves the shifts and lane permutes of the natural-order unpack.
 template <int B, int kG>
 inline constexpr bool kQuadOrder = B == 2 && kG % (4 * W) == 0;
+// 2-bit codes in groups of 2W (groups of 32 in 16-lane vectors): a chunk of 4W codes in the
+// quad order spans two groups, lanes [0, W/2) the first and [W/2, W) the second, so a pair of
+// groups takes one chunk and a half-and-half scale vector. Used when K is a multiple of 4W
+// (whole pairs) in the M = 1 GEMV (WeightPlan::quad_pairs; gemv_quad_order says so at run
+// time), else the natural order.
+template <int B, int kG>
+inline constexpr bool kQuadHalf = B == 2 && 2 * kG == 4 * W;
 
 inline void quad2_load(const uint8_t* p, int64_t c, F (&q)[4]) {
   const I raw = V::u8(p + c * W);
@@ -169,12 +176,34 @@ inline void quad_rows(const WeightPlan& w, const float* xp, const float* xs, con
         for (int r = 0; r < R; ++r)
           acc[r][chain] = V::fma(V::set1(sc[r][g]), V::add(d[r][0], d[r][1]), acc[r][chain]);
       };
-      int g = 0;
-      for (; g + 2 <= cnt; g += 2) {
-        group(g, 0);
-        group(g + 1, 1);
+      if constexpr (kQuadHalf<B, kG>) {
+        // Groups g, g + 1 in one chunk (cnt is even: K is a multiple of 4W).
+        auto pair = [&](int g, int chain) {
+          const float* gx = x + g * G;
+          const F x0 = V::load(gx), x1 = V::load(gx + W);
+          const F x2 = V::load(gx + 2 * W), x3 = V::load(gx + 3 * W);
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* gp = rp[r] + (g0 + g) * kGroupBytes;
+            if ((g & 7) == 0) prefetch_stream(gp);  // a line per 4 pairs
+            F q[4];
+            quad2_load(gp, 0, q);
+            const F d =
+                V::add(V::fma(x2, q[2], V::mul(x0, q[0])), V::fma(x3, q[3], V::mul(x1, q[1])));
+            acc[r][chain] = V::fma(V::split2(sc[r] + g), d, acc[r][chain]);
+          }
+        };
+        for (int g = 0; g < cnt; g += 4) {
+          pair(g, 0);
+          if (g + 2 < cnt) pair(g + 2, 1);
+        }
+      } else {
+        int g = 0;
+        for (; g + 2 <= cnt; g += 2) {
+          group(g, 0);
+          group(g + 1, 1);
+        }
+        if (g < cnt) group(g, 0);
       }
-      if (g < cnt) group(g, 0);
     }
     for (int r = 0; r < rows; ++r)
       y[n + r] = V::hsum(V::add(acc[r][0], acc[r][1])) + V::hsum(bacc[r]);
@@ -188,6 +217,11 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
   if constexpr (kQuadOrder<B, kG> && kSc == Sc::affine) {
     quad_rows<B, kG>(w, xp, xs, sp, y);
     return;
+  } else if constexpr (kQuadHalf<B, kG> && kSc == Sc::affine) {
+    if (w.quad_pairs && w.k % (4 * W) == 0) {
+      quad_rows<B, kG>(w, xp, xs, sp, y);
+      return;
+    }
   }
   using C = Chunk<kVal, B>;
   constexpr int64_t G = kG, kGroupBytes = G * B / 8;
@@ -340,12 +374,13 @@ inline int64_t gemv_xs_count(const WeightPlan& w) {
 
 // Whether the format's GEMV reads x in the 2-bit quad order (kQuadOrder).
 inline bool gemv_quad_order(const WeightPlan& w) {
-  return w.scheme == Scheme::affine && w.bits == 2 && w.group % (4 * W) == 0;
+  return w.scheme == Scheme::affine && w.bits == 2 &&
+         (w.group % (4 * W) == 0 || (w.quad_pairs && 2 * w.group == 4 * W && w.k % (4 * W) == 0));
 }
 
 inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs) {
   const int64_t K = w.k;
-  if (gemv_quad_order(w)) {  // K is a multiple of the group, so of 4W
+  if (gemv_quad_order(w)) {  // K is a multiple of 4W
     constexpr float kPow4[4] = {1.0f, 0.25f, 0.0625f, 0.015625f};
     for (int64_t c = 0; c < K; c += 4 * W)
       for (int j = 0; j < 4; ++j)
