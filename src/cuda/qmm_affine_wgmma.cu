@@ -51,19 +51,17 @@ __global__ void transpose_scales(const uint16_t* __restrict__ scales,
 // M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
 // to 512 on two shapes of three (120 / 216 us against 162 / 242). QUANTA_QMM_WGMMA_TOKENS
 // overrides it.
-int token_tile(int64_t m) {
-  if (const char* e = std::getenv("QUANTA_QMM_WGMMA_TOKENS")) {
-    const int t = std::atoi(e);
-    if (t == 64 || t == 128 || t == 256) return t;
-  }
-  if (m <= 64) return 64;
-  if (m <= 128 || (m > 256 && m <= 384)) return 128;
-  return 256;
-}
-
 int env_int(const char* name, int fallback) {
   const char* e = std::getenv(name);
   return e && *e ? std::atoi(e) : fallback;
+}
+
+int token_tile(int64_t m) {
+  if (const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0); t == 64 || t == 128 || t == 256)
+    return t;
+  if (m <= 64) return 64;
+  if (m <= 128 || (m > 256 && m <= 384)) return 128;
+  return 256;
 }
 
 }  // namespace
@@ -80,9 +78,8 @@ std::string qmm_affine_wgmma_supports(const Problem& p) {
   if (p.n % 8 != 0) return "needs N % 8 == 0 (16-byte rows of y and of the scales for TMA)";
   if (p.n > int64_t{65535} * kTransposeTile)
     return "needs N <= 2097120 (the scale transpose's grid)";
-  if (p.n > std::numeric_limits<int32_t>::max() || p.k > std::numeric_limits<int32_t>::max() ||
-      p.m > std::numeric_limits<int32_t>::max())
-    return "M, N and K must fit in int32";
+  if (p.k > std::numeric_limits<int32_t>::max() || p.m > std::numeric_limits<int32_t>::max())
+    return "M and K must fit in int32";
 #ifndef QUANTA_CUDA_SM90A
   return "this build has no sm_90a code (add 90a to CMAKE_CUDA_ARCHITECTURES)";
 #endif
