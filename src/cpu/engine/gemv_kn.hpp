@@ -20,6 +20,10 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
+// The 2-bit code in bits 0-1 and in bits 2-3 of a 4-bit index, as f32.
+alignas(64) inline constexpr float kCode2Lo[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+alignas(64) inline constexpr float kCode2Hi[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+
 template <Val kVal, int B>
 struct KnChunk {
   // Byte-lane order (see top) or natural order.
@@ -34,6 +38,19 @@ struct KnChunk {
       const auto t = V::tbl(kE2M1);
       q[0] = V::lut(t, lo);
       q[1] = V::lut(t, hi);
+    } else if constexpr (kLanes && B == 2 && W == 16) {
+      // One vpermps per vector: a byte's low nibble indexes code 0 (table i & 3) or code 1
+      // (i >> 2), its high nibble codes 2 and 3; no masks, one shift per chunk.
+      const I raw = V::u8(row + n / 4), hi = V::template shr<4>(raw);
+      const auto lo2 = V::tbl(kCode2Lo), hi2 = V::tbl(kCode2Hi);
+      q[0] = V::lut(lo2, raw);
+      q[1] = V::lut(hi2, raw);
+      q[2] = V::lut(lo2, hi);
+      q[3] = V::lut(hi2, hi);
+    } else if constexpr (kLanes && B == 4 && W == 16) {
+      const I raw = V::u8(row + n / 2);
+      q[0] = V::template ucvt<4>(raw);  // a vpermps, the mask included
+      q[1] = V::template ucvt<4>(V::template shr<4>(raw));
     } else if constexpr (kLanes) {
       const I raw = V::u8(row + n * B / 8);
       const I m = V::seti((1 << B) - 1);
