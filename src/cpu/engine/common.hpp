@@ -106,6 +106,27 @@ inline float sd_1(const uint8_t* p, DType t) {
   return f32_of_bits(static_cast<uint32_t>(h) << 16);
 }
 
+// Code j (bits 2j, 2j + 1) of each lane's byte as c · 4^j, exactly the value of the code
+// masked in place. On AVX-512 one vpermps per code: the low nibble (raw) or the high one
+// (hi = raw >> 4) indexes a table of its low or high code (no masks, no converts); elsewhere
+// a mask and a convert.
+struct QuadTables {
+  alignas(64) float t[4][16] = {};
+  constexpr QuadTables() {
+    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < 16; ++i)
+        t[j][i] = static_cast<float>((j % 2 ? i >> 2 : i & 3) << (2 * j));
+  }
+};
+alignas(64) inline constexpr QuadTables kQuadTables{};
+template <int J>
+inline F quad_code(I raw, I hi) {
+  if constexpr (W == 16)
+    return V::lut(V::tbl(kQuadTables.t[J]), J < 2 ? raw : hi);
+  else
+    return V::cvt(V::and_(raw, V::seti(3 << (2 * J))));
+}
+
 // W elements from e0 (a multiple of W) of a packed storage row, natural order, unscaled.
 template <Val kVal, int B>
 inline F natural(const uint8_t* row, int64_t e0) {

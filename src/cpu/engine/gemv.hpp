@@ -68,8 +68,11 @@ template <int B, int kG>
 inline constexpr bool kQuadHalf = B == 2 && 2 * kG == 4 * W;
 
 inline void quad2_load(const uint8_t* p, int64_t c, F (&q)[4]) {
-  const I raw = V::u8(p + c * W);
-  for (int j = 0; j < 4; ++j) q[j] = V::cvt(V::and_(raw, V::seti(3 << (2 * j))));
+  const I raw = V::u8(p + c * W), hi = V::template shr<4>(raw);
+  q[0] = quad_code<0>(raw, hi);
+  q[1] = quad_code<1>(raw, hi);
+  q[2] = quad_code<2>(raw, hi);
+  q[3] = quad_code<3>(raw, hi);
 }
 
 // The scales (and biases) of groups [ga, gb) of storage row `row`, fetched ahead (a block of

@@ -127,16 +127,22 @@ struct Dot<Q2_K> {
 #pragma GCC unroll 64
     for (int i = 0; i < 64; i += W) {
       const int h = i / 32, l = i % 32, off = 128 * h + l, is = off / 16;
-      I raw[R];
-      for (int r = 0; r < R; ++r) raw[r] = V::u8(b[r] + 16 + i);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const F xv = V::load(x + off + 32 * j);
-        for (int r = 0; r < R; ++r) {
-          const F q = V::cvt(V::and_(raw[r], V::seti(3 << (2 * j))));
-          a[r][j] = V::fma(V::set1(sc[r][is + 2 * j]), V::mul(xv, q), a[r][j]);
-        }
+      I raw[R], hi[R];
+      for (int r = 0; r < R; ++r) {
+        raw[r] = V::u8(b[r] + 16 + i);
+        hi[r] = V::template shr<4>(raw[r]);
       }
+      auto code = [&]<int J>() {
+        const F xv = V::load(x + off + 32 * J);
+        for (int r = 0; r < R; ++r) {
+          const F q = quad_code<J>(raw[r], hi[r]);
+          a[r][J] = V::fma(V::set1(sc[r][is + 2 * J]), V::mul(xv, q), a[r][J]);
+        }
+      };
+      code.template operator()<0>();
+      code.template operator()<1>();
+      code.template operator()<2>();
+      code.template operator()<3>();
     }
     for (int r = 0; r < R; ++r)
       acc[r][0] = V::add(a[r][0], a[r][2]), acc[r][1] = V::add(a[r][1], a[r][3]);
