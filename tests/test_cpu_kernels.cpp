@@ -126,6 +126,19 @@ std::vector<Isa> machine_isas() {
   return v;
 }
 
+// The integer (VNNI) kernels inside the avx512 level run where the CPU has them; the tests
+// run that level with them and without.
+bool vnni_here() {
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  return cpu::isa_supported(Isa::avx512) && f.avx512vnni && f.avx512vbmi;
+}
+struct ScopedNoVnni {
+  explicit ScopedNoVnni(bool off) { cpu::disable_vnni(off); }
+  ~ScopedNoVnni() { cpu::disable_vnni(false); }
+  ScopedNoVnni(const ScopedNoVnni&) = delete;
+  ScopedNoVnni& operator=(const ScopedNoVnni&) = delete;
+};
+
 std::string kernel_name(std::string_view path, Isa isa) {
   return std::string(path) + "_" + std::string(cpu::isa_name(isa));
 }
@@ -159,20 +172,76 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   const int64_t N = n_of(c), K = k_of(c);
   const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 7);
   for (Isa isa : machine_isas()) {
-    const cpu::ScopedIsa scoped(isa);
-    // Past the threshold the nk tiles are packed K-major (outer-product form).
-    std::vector<int64_t> ms = {1, 2, 3, 8, 33};
-    const int64_t packed = cpu::packed_min_rows(c.format, c.layout, isa);
-    if (packed < INT64_MAX) ms.push_back(std::max<int64_t>(packed, 9) + 7);
-    for (int64_t m : ms) {
-      const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
-      if (m <= cpu::fused_max_rows(c.format, c.layout))
-        check(c, w, x, kernel_name("qmv_fused", isa));
-      check(c, w, x, kernel_name("qmm_tiled", isa));
+    for (const bool no_vnni : {false, true}) {
+      if (no_vnni && !(isa == Isa::avx512 && vnni_here())) continue;
+      SCOPED_TRACE(no_vnni ? "VNNI kernels off" : "");
+      const cpu::ScopedIsa scoped(isa);
+      const ScopedNoVnni vnni(no_vnni);
+      // Past the threshold the nk tiles are packed K-major (outer-product form).
+      std::vector<int64_t> ms = {1, 2, 3, 8, 33};
+      const int64_t packed = cpu::packed_min_rows(c.format, c.layout, isa);
+      if (packed < INT64_MAX) ms.push_back(std::max<int64_t>(packed, 9) + 7);
+      for (int64_t m : ms) {
+        const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
+        if (m <= cpu::fused_max_rows(c.format, c.layout))
+          check(c, w, x, kernel_name("qmv_fused", isa));
+        check(c, w, x, kernel_name("qmm_tiled", isa));
+      }
+      // The automatic choice under this cap is this level's kernel.
+      const test::Dense x1 = test::random_dense(DType::f32, 1, K, 5);
+      check(c, w, x1, "auto");
     }
-    // The automatic choice under this cap is this level's kernel.
-    const test::Dense x1 = test::random_dense(DType::f32, 1, K, 5);
-    check(c, w, x1, "auto");
+  }
+}
+
+// q2_K's integer GEMV splits x into int8 planes per 256-element block (2^e from the block's
+// largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values near 2^-90
+// and one with a value near FLT_MAX must still meet the f32 bound; a NaN, an infinity or a
+// block below 2^-100 make it fall back to the float kernel (NaN or the exact value, not a
+// wrong one). Runs on every level (the planes only on avx512 with VNNI).
+TEST(CpuKernelsEdges, Q2KActivationExtremes) {
+  const Case c{Format::gguf(Scheme::q2_K)};
+  const int64_t N = 37, K = 2048;
+  const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 3);
+  auto run = [&](const char* what, auto&& edit) {
+    test::Dense x = test::random_dense(DType::f32, 1, K, 17);
+    edit(x);
+    SCOPED_TRACE(what);
+    for (Isa isa : machine_isas()) {
+      const cpu::ScopedIsa scoped(isa);
+      check(c, w, x, kernel_name("qmv_fused", isa));
+    }
+  };
+  auto set = [](test::Dense& x, int64_t i, float v) { x.set(i, v); };
+  run("outliers",
+      [&](test::Dense& x) { set(x, 3, 2.5e4f), set(x, 700, -1.0e4f), set(x, 1500, 3.0e4f); });
+  run("zero block", [&](test::Dense& x) {
+    for (int64_t i = 256; i < 512; ++i) set(x, i, 0.0f);
+  });
+  run("tiny block", [&](test::Dense& x) {
+    for (int64_t i = 512; i < 768; ++i) set(x, i, x.at(i) * 0x1p-90f);
+  });
+  run("huge value", [&](test::Dense& x) { set(x, 900, 1.0e30f); });
+  run("below 2^-100 (float kernel)", [&](test::Dense& x) {
+    for (int64_t i = 768; i < 1024; ++i) set(x, i, x.at(i) * 0x1p-110f);
+  });
+  // Non-finite x: the result must be non-finite where the oracle's is, never a finite guess.
+  for (Isa isa : machine_isas()) {
+    const cpu::ScopedIsa scoped(isa);
+    for (const float bad : {std::nanf(""), INFINITY}) {
+      test::Dense x = test::random_dense(DType::f32, 1, K, 17);
+      x.set(1000, bad);
+      test::Dense y(DType::f32, 1, N);
+      y.poison();
+      const std::string kernel = kernel_name("qmv_fused", isa);
+      Context ctx;
+      ctx.kernel = kernel;
+      matmul(x.view(), w, y.mut(), ctx);
+      const std::vector<double> want = ref::matmul(x.view(), w);
+      for (int64_t n = 0; n < N; ++n)
+        EXPECT_EQ(std::isfinite(y.at(n)), std::isfinite(want[static_cast<std::size_t>(n)]))
+            << cpu::isa_name(isa) << " x[1000] = " << bad << ", n = " << n;
+    }
   }
 }
 

@@ -27,7 +27,7 @@ struct CpuFeatures {
   bool x86 = false;
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512vnni = false, avx512bf16 = false, avx_vnni = false;
+  bool avx512vnni = false, avx512vbmi = false, avx512bf16 = false, avx_vnni = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_avx = false;     // XCR0 saves YMM state
   bool os_avx512 = false;  // XCR0 saves opmask and ZMM state
@@ -50,6 +50,12 @@ Isa active_isa();
 // Caps the level used from now on; nullopt returns to automatic. Throws quanta::Error if this
 // CPU cannot run `isa`. Not meant to be flipped while other threads run matmuls.
 void force_isa(std::optional<Isa> isa);
+
+// Integer kernels inside the avx512 level (q2_K's GEMV with x split into int8 planes, on
+// AVX512-VNNI dot products and VBMI byte permutes): used where the CPU has both and the level
+// is avx512, unless QUANTA_CPU_VNNI=0 or disable_vnni(true) (tests run both paths).
+bool vnni_active();
+void disable_vnni(bool off);
 
 // Sets a forced level for the lifetime of a scope (tests).
 class ScopedIsa {

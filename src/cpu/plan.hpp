@@ -35,6 +35,8 @@ struct WeightPlan {
   // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
+  // M = 1 GEMV only: q2_K may take x as int8 planes (vnni_q2k.hpp) where vnni_active().
+  bool int8_x = false;
 };
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].

@@ -17,8 +17,23 @@
 #pragma once
 
 #include "cpu/engine/common.hpp"
+#include "cpu/isa.hpp"
+#ifdef QUANTA_CPU_X86
+#include "cpu/x86/vnni_q2k.hpp"
+#endif
 
 namespace quanta::cpu::QUANTA_ISA {
+
+// Whether this GEMV of w takes x as int8 planes (vnni::q2k_gemv): q2_K at M = 1 on the avx512
+// level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums, 2^e per
+// 256-element block and a last entry: 1 if the planes were made, 0 if x could not be split
+// (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
+inline bool gemv_int8_x(const WeightPlan& w) {
+#ifdef QUANTA_CPU_X86
+  if constexpr (W == 16) return w.int8_x && w.scheme == Scheme::q2_K && vnni_active();
+#endif
+  return false;
+}
 
 // Groups whose scales are converted to f32 per pass (a stack buffer per row).
 inline constexpr int kGroupBlock = 64;
@@ -372,7 +387,7 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
 
 inline int64_t gemv_xs_count(const WeightPlan& w) {
   const int64_t e = gemv_xs_elems(w);
-  return e ? w.k / e : 0;
+  return (e ? w.k / e : 0) + (gemv_int8_x(w) ? w.k / 256 + 1 : 0);
 }
 
 // Whether the format's GEMV reads x in the 2-bit quad order (kQuadOrder).
@@ -408,6 +423,12 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
       xs[g] = V::hsum(s);
     }
   }
+#ifdef QUANTA_CPU_X86
+  if (gemv_int8_x(w)) {
+    float* pow2 = xs + K / 16;
+    pow2[K / 256] = vnni::q2k_prep(x, K, reinterpret_cast<uint8_t*>(xp), pow2) ? 1.0f : 0.0f;
+  }
+#endif
 }
 
 }  // namespace quanta::cpu::QUANTA_ISA

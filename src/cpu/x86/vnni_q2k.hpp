@@ -1,0 +1,34 @@
+// q2_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where the CPU
+// has AVX512-VNNI and VBMI (vnni_active()). The float kernel (gguf_dot.hpp) spends a convert, a
+// multiply by x and an FMA with the sub-block scale on every 16 weights; here:
+//   x, once per call, becomes four int8 planes per 256-element block:
+//     x[i] = 2^e · (c0·2^21 + c1·2^14 + c2·2^7 + c3),  c0..c3 in [-64, 64],
+//   with 2^e chosen from the block's largest |x| (every step an exact f32 operation, so x is
+//   held to 2^-27 of that largest |x|: far below f32 rounding of the result);
+//   a byte permute turns each 2-bit code q into q·s (s the sub-block's 4-bit scale, q·s <= 45),
+//   and vpdpbusd sums 64 such products against a plane per instruction;
+//   per block and row the four plane sums become one f32 vector, scaled by d·2^e; the min term
+//   (dmin · m_j · Σx over sub-block j) stays in f32.
+// Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/plan.hpp"
+
+namespace quanta::cpu::vnni {
+
+// Bytes of planes per element of x (they fit the K floats of the GEMV's xp buffer).
+inline constexpr int64_t kPlaneBytesPerElem = 4;
+
+// x [k] (k a multiple of 256) -> planes [k / 256][4 planes][4 codes j][64 bytes] in the q2_K
+// byte order, and pow2[k / 256] (2^e per block). Returns false, writing nothing useful, when a
+// block holds a non-finite value or its largest |x| is nonzero and below 2^-100 (2^e would
+// leave the normal range): the caller then runs the float kernel.
+bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
+
+// y[n] for n in [n0, n1) over all of K; xs: the sums of x over each 16-element sub-block.
+void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y);
+
+}  // namespace quanta::cpu::vnni
