@@ -194,13 +194,15 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   }
 }
 
-// q2_K's integer GEMV splits x into int8 planes per 256-element block (2^e from the block's
-// largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values near 2^-90
-// and one with a value near FLT_MAX must still meet the f32 bound; a NaN, an infinity or a
-// block below 2^-100 make it fall back to the float kernel (NaN or the exact value, not a
+// q2_K's and q3_K's integer GEMVs split x into planes per 256-element block (2^e from the
+// block's largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values near
+// 2^-90 and one with a value near 10^30 must still meet the f32 bound; a NaN, an infinity or a
+// block below 2^-96 make them fall back to the float kernels (NaN or the exact value, not a
 // wrong one). Runs on every level (the planes only on avx512 with VNNI).
-TEST(CpuKernelsEdges, Q2KActivationExtremes) {
-  const Case c{Format::gguf(Scheme::q2_K)};
+class KQuantExtremes : public ::testing::TestWithParam<Scheme> {};
+
+TEST_P(KQuantExtremes, ActivationExtremes) {
+  const Case c{Format::gguf(GetParam())};
   const int64_t N = 37, K = 2048;
   const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 3);
   auto run = [&](const char* what, auto&& edit) {
@@ -222,7 +224,7 @@ TEST(CpuKernelsEdges, Q2KActivationExtremes) {
     for (int64_t i = 512; i < 768; ++i) set(x, i, x.at(i) * 0x1p-90f);
   });
   run("huge value", [&](test::Dense& x) { set(x, 900, 1.0e30f); });
-  run("below 2^-100 (float kernel)", [&](test::Dense& x) {
+  run("below 2^-96 (float kernel)", [&](test::Dense& x) {
     for (int64_t i = 768; i < 1024; ++i) set(x, i, x.at(i) * 0x1p-110f);
   });
   // Non-finite x: the result must be non-finite where the oracle's is, never a finite guess.
@@ -244,6 +246,11 @@ TEST(CpuKernelsEdges, Q2KActivationExtremes) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Gguf, KQuantExtremes, ::testing::Values(Scheme::q2_K, Scheme::q3_K),
+                         [](const ::testing::TestParamInfo<Scheme>& i) {
+                           return std::string(Format::gguf(i.param).name());
+                         });
 
 // 16-bit activations (affine scales then share that dtype) on the best level and the
 // portable one.

@@ -35,7 +35,8 @@ struct WeightPlan {
   // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
-  // M = 1 GEMV only: q2_K may take x as int8 planes (vnni_q2k.hpp) where vnni_active().
+  // M = 1 GEMV only: q2_K and q3_K may take x as integer planes (x86/vnni_kquant.hpp) where
+  // vnni_active().
   bool int8_x = false;
 };
 

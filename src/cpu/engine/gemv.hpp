@@ -19,18 +19,19 @@
 #include "cpu/engine/common.hpp"
 #include "cpu/isa.hpp"
 #ifdef QUANTA_CPU_X86
-#include "cpu/x86/vnni_q2k.hpp"
+#include "cpu/x86/vnni_kquant.hpp"
 #endif
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// Whether this GEMV of w takes x as int8 planes (vnni::q2k_gemv): q2_K at M = 1 on the avx512
-// level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums, 2^e per
-// 256-element block and a last entry: 1 if the planes were made, 0 if x could not be split
-// (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
+// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): q2_K and q3_K at M = 1
+// on the avx512 level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums,
+// 2^e per 256-element block and a last entry: 1 if the planes were made, 0 if x could not be
+// split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
-  if constexpr (W == 16) return w.int8_x && w.scheme == Scheme::q2_K && vnni_active();
+  if constexpr (W == 16)
+    return w.int8_x && (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K) && vnni_active();
 #endif
   return false;
 }
@@ -426,7 +427,10 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
 #ifdef QUANTA_CPU_X86
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / 16;
-    pow2[K / 256] = vnni::q2k_prep(x, K, reinterpret_cast<uint8_t*>(xp), pow2) ? 1.0f : 0.0f;
+    auto* planes = reinterpret_cast<uint8_t*>(xp);
+    const bool ok = w.scheme == Scheme::q2_K ? vnni::q2k_prep(x, K, planes, pow2)
+                                             : vnni::q3k_prep(x, K, planes, pow2);
+    pow2[K / 256] = ok ? 1.0f : 0.0f;
   }
 #endif
 }

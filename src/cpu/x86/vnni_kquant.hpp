@@ -1,6 +1,7 @@
-// q2_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where the CPU
-// has AVX512-VNNI and VBMI (vnni_active()). The float kernel (gguf_dot.hpp) spends a convert, a
-// multiply by x and an FMA with the sub-block scale on every 16 weights; here:
+// q2_K and q3_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
+// the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
+// convert, a multiply by x and an FMA with the sub-block scale on every 16 weights.
+// q2_K:
 //   x, once per call, becomes four int8 planes per 256-element block:
 //     x[i] = 2^e · (c0·2^21 + c1·2^14 + c2·2^7 + c3),  c0..c3 in [-64, 64],
 //   with 2^e chosen from the block's largest |x| (every step an exact f32 operation, so x is
@@ -9,6 +10,11 @@
 //   and vpdpbusd sums 64 such products against a plane per instruction;
 //   per block and row the four plane sums become one f32 vector, scaled by d·2^e; the min term
 //   (dmin · m_j · Σx over sub-block j) stays in f32.
+// q3_K: its signed 6-bit scales do not fit a byte product, so x becomes two int16 planes
+//   (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14, the same 2^-27 precision), the 3-bit code
+//   q' = q + 4·hbit (0..7) times the scale s comes from vpmaddubsw (words, even and odd bytes
+//   apart), and vpdpwssd sums them against the planes; the -4 of every code is the f32 term
+//   -4·d·s_j·Σx.
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
@@ -23,12 +29,17 @@ inline constexpr int64_t kPlaneBytesPerElem = 4;
 
 // x [k] (k a multiple of 256) -> planes [k / 256][4 planes][4 codes j][64 bytes] in the q2_K
 // byte order, and pow2[k / 256] (2^e per block). Returns false, writing nothing useful, when a
-// block holds a non-finite value or its largest |x| is nonzero and below 2^-100 (2^e would
+// block holds a non-finite value or its largest |x| is nonzero and below 2^-96 (2^e would
 // leave the normal range): the caller then runs the float kernel.
 bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
 
 // y[n] for n in [n0, n1) over all of K; xs: the sums of x over each 16-element sub-block.
 void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y);
+
+// As q2k_prep for q3_K's planes: [k / 256][2 planes][4 codes j][even, odd bytes][32 int16].
+bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
+void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
               int64_t n0, int64_t n1, float* y);
 
 }  // namespace quanta::cpu::vnni

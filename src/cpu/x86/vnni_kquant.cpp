@@ -1,0 +1,313 @@
+// q2_K and q3_K GEMV on AVX512-VNNI dot products (see vnni_kquant.hpp). Built with the avx512
+// flags plus VNNI and VBMI (src/CMakeLists.txt).
+#include "cpu/x86/vnni_kquant.hpp"
+
+// GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
+// -Wmaybe-uninitialized reports at every inlined call site (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace quanta::cpu::vnni {
+
+namespace {
+
+constexpr int64_t kBlockElems = 256;
+constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110;  // ggml block_q2_K, block_q3_K
+constexpr int64_t kPlaneBlock = 1024;             // bytes of planes per block (both layouts)
+constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
+
+// Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block, in both K-quants)
+// belongs to sub-block 8h + 2j + (l >= 16).
+struct Ctl {
+  alignas(64) uint8_t sub[4][64] = {};
+  alignas(64) uint8_t q2s[64] = {};    // index (s << 2 | q) -> q · s
+  alignas(64) uint16_t even[32] = {};  // words 0, 2, .. 62 of two 32-word runs (vpermt2w)
+  alignas(64) uint16_t odd[32] = {};
+  // q3_K scale i: byte i % 8 (>> 4 for i >= 8) and bits 2 (i / 4) of byte 8 + i % 4.
+  alignas(64) uint8_t q3ctl[64] = {};
+  alignas(64) uint32_t q3lo[16] = {}, q3hi[16] = {};
+  constexpr Ctl() {
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 64; ++p)
+        sub[j][p] = static_cast<uint8_t>(8 * (p / 32) + 2 * j + (p % 32 >= 16));
+    for (int i = 0; i < 64; ++i) q2s[i] = static_cast<uint8_t>((i & 3) * (i >> 2));
+    for (int i = 0; i < 32; ++i) {
+      even[i] = static_cast<uint16_t>(2 * i);
+      odd[i] = static_cast<uint16_t>(2 * i + 1);
+    }
+    for (int i = 0; i < 16; ++i) {
+      q3ctl[4 * i] = static_cast<uint8_t>(i % 8);
+      q3ctl[4 * i + 1] = static_cast<uint8_t>(8 + i % 4);
+      q3ctl[4 * i + 2] = q3ctl[4 * i + 3] = 0x80;
+      q3lo[i] = static_cast<uint32_t>(4 * (i / 8));
+      q3hi[i] = static_cast<uint32_t>(4 + 2 * (i / 4));
+    }
+  }
+};
+alignas(64) constexpr Ctl kCtl{};
+
+float half_to_float(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+const uint8_t* row_at(const WeightPlan& w, int64_t r) {
+  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
+}
+
+void prefetch_block(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
+// q2_K: R rows (rp[r]) over every block; acc[r] collects the lanes of y[r].
+template <int R>
+void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+  const __m512i mask3 = _mm512_set1_epi8(3);
+  const __m512i table = _mm512_load_si512(kCtl.q2s);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ2Bytes, kQ2Bytes);
+    const uint8_t* pb = planes + b * kPlaneBlock;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rp[r] + b * kQ2Bytes;
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+      // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
+      const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
+      const __m512i qs = _mm512_loadu_si512(blk + 16);
+      __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                      _mm512_setzero_si512()};
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
+        const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), sc2);
+        const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
+        const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
+        for (int p = 0; p < 4; ++p)
+          a[p] = _mm512_dpbusd_epi32(a[p], q, _mm512_load_si512(pb + p * 256 + j * 64));
+      }
+      __m512 v = _mm512_cvtepi32_ps(a[0]);
+      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[1]));
+      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
+      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[3]));
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk + 80) * pow2[b]), v, acc[r]);
+      // min term: dmin · Σ_j m_j · xs_j (m_j the high nibble of scale byte j)
+      const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4));
+      acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 82))),
+                                _mm512_loadu_ps(xs + b * 16), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// q3_K: as q2k_rows, with the int16 planes.
+template <int R>
+void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+  const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
+  const __m512i lo_byte = _mm512_set1_epi16(0x00FF), hi_byte = _mm512_set1_epi16(-256);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ3Bytes, kQ3Bytes);
+    const uint8_t* pb = planes + b * kPlaneBlock;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rp[r] + b * kQ3Bytes;
+      // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
+      const __m512i raw = _mm512_shuffle_epi8(
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
+          _mm512_load_si512(kCtl.q3ctl));
+      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q3lo)),
+                                          _mm512_set1_epi32(0xF));
+      const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q3hi)),
+                                          _mm512_set1_epi32(0x30));
+      const __m512i s32 = _mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32));
+      const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(s32));
+      // High bits: byte 32h + l holds hmask[l] >> 4h, so code j's bit is bit j of every byte.
+      const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
+      const __m512i hb =
+          _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
+      const __m512i qs = _mm512_loadu_si512(blk + 32);
+      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
+        // bit j of hb to bit 2, then q' = code | hbit << 2 (0..7)
+        const __m512i h = j < 2    ? _mm512_sll_epi16(hb, _mm_cvtsi32_si128(2 - j))
+                          : j == 2 ? hb
+                                   : _mm512_srli_epi16(hb, 1);
+        const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
+        const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), s8);
+        // q'·s as words: even bytes, then odd bytes
+        const __m512i pe = _mm512_maddubs_epi16(q, _mm512_and_si512(s, lo_byte));
+        const __m512i po = _mm512_maddubs_epi16(q, _mm512_and_si512(s, hi_byte));
+        const uint8_t* pj = pb + j * 128;
+        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
+        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
+        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
+        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
+      }
+      const float d = half_to_float(blk + 108);
+      const __m512 v =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), v, acc[r]);
+      // the -4 of every code: -4 · d · Σ_j s_j · xs_j
+      acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d)),
+                                _mm512_loadu_ps(xs + b * 16), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// Every block's largest |x| into big[b]; false if a block cannot be split (see the header).
+bool block_max(const float* x, int64_t blocks, float* big) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kBlockElems;
+    __m512 mx = _mm512_setzero_ps();
+    for (int v = 0; v < 16; ++v) {
+      const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
+      if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q) != 0) return false;  // NaN
+      mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, xv));
+    }
+    big[b] = _mm512_reduce_max_ps(mx);
+    if (!std::isfinite(big[b]) || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
+  }
+  return true;
+}
+
+__m512 round_even(__m512 v) {
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+template <int R, class Rows>
+void gemv(const WeightPlan& w, Rows&& rows, int64_t n0, int64_t n1, float* y) {
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    const uint8_t* rp[R];
+    const uint8_t* next[R];
+    for (int r = 0; r < R; ++r) {
+      rp[r] = row_at(w, n + r);
+      next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
+    }
+    rows.template operator()<R>(rp, next, y + n);
+  }
+  for (; n < n1; ++n) {
+    const uint8_t* rp = row_at(w, n);
+    rows.template operator()<1>(&rp, &rp, y + n);
+  }
+}
+
+}  // namespace
+
+bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  const int64_t blocks = k / kBlockElems;
+  // Nothing is written until every block is usable (the caller then keeps xp as f32).
+  if (!block_max(x, blocks, pow2)) return false;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kBlockElems;
+    uint8_t* pb = planes + b * kPlaneBlock;
+    const float big = pow2[b];
+    if (big == 0.0f) {
+      std::memset(pb, 0, kPlaneBlock);
+      continue;
+    }
+    // 2^e with big / 2^(e + 21) < 64, so every digit lies in [-64, 64]; each step below is an
+    // exact f32 operation (products by powers of two, remainders of at most 24 bits).
+    const int e = std::ilogb(big) - 26;
+    pow2[b] = std::ldexp(1.0f, e);
+    const float up[4] = {std::ldexp(1.0f, -(e + 21)), std::ldexp(1.0f, -(e + 14)),
+                         std::ldexp(1.0f, -(e + 7)), std::ldexp(1.0f, -e)};
+    const float down[3] = {std::ldexp(1.0f, e + 21), std::ldexp(1.0f, e + 14),
+                           std::ldexp(1.0f, e + 7)};
+    for (int v = 0; v < 16; ++v) {
+      // Elements 16v .. 16v + 15: code j = (v % 8) / 2 of bytes 32 (v / 8) + 16 (v % 2) ...
+      const int pos = 32 * (v / 8) + 16 * (v % 2), j = (v % 8) / 2;
+      __m512 r = _mm512_loadu_ps(xb + 16 * v);
+      for (int p = 0; p < 4; ++p) {
+        const __m512 c = round_even(_mm512_mul_ps(r, _mm512_set1_ps(up[p])));
+        if (p < 3) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(pb + p * 256 + j * 64 + pos),
+                         _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
+      }
+    }
+  }
+  return true;
+}
+
+void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y) {
+  const int64_t blocks = w.k / kBlockElems;
+  gemv<kRows>(
+      w,
+      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
+        q2k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
+      },
+      n0, n1, y);
+}
+
+bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  const int64_t blocks = k / kBlockElems;
+  if (!block_max(x, blocks, pow2)) return false;
+  alignas(64) int16_t digit[2][kBlockElems];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kBlockElems;
+    uint8_t* pb = planes + b * kPlaneBlock;
+    const float big = pow2[b];
+    if (big == 0.0f) {
+      std::memset(pb, 0, kPlaneBlock);
+      continue;
+    }
+    // 2^e with big / 2^(e + 15) < 2^14: both digits in [-2^14, 2^14], exact steps as above.
+    const int e = std::ilogb(big) - 28;
+    pow2[b] = std::ldexp(1.0f, e);
+    const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 15)));
+    const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 15));
+    const __m512 up1 = _mm512_set1_ps(std::ldexp(1.0f, -e));
+    for (int v = 0; v < 16; ++v) {
+      const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
+      const __m512 c0 = round_even(_mm512_mul_ps(xv, up0));
+      const __m512 c1 = round_even(_mm512_mul_ps(_mm512_fnmadd_ps(c0, down0, xv), up1));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(digit[0] + 16 * v),
+                         _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(c0)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(digit[1] + 16 * v),
+                         _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(c1)));
+    }
+    // Plane p, code j: byte position 32h + l is element 128h + 32j + l; the even positions
+    // (words 0, 2, ..) then the odd ones, as vpmaddubsw pairs them.
+    for (int p = 0; p < 2; ++p)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i h0 = _mm512_load_si512(digit[p] + 32 * j);
+        const __m512i h1 = _mm512_load_si512(digit[p] + 128 + 32 * j);
+        uint8_t* out = pb + p * 512 + j * 128;
+        _mm512_store_si512(out, _mm512_permutex2var_epi16(h0, _mm512_load_si512(kCtl.even), h1));
+        _mm512_store_si512(out + 64,
+                           _mm512_permutex2var_epi16(h0, _mm512_load_si512(kCtl.odd), h1));
+      }
+  }
+  return true;
+}
+
+void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y) {
+  const int64_t blocks = w.k / kBlockElems;
+  gemv<kRows>(
+      w,
+      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
+        q3k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
+      },
+      n0, n1, y);
+}
+
+}  // namespace quanta::cpu::vnni
