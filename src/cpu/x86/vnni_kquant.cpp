@@ -114,7 +114,7 @@ template <int R>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const uint8_t* planes, const float* pow2, const float* xs, float* y) {
   const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
-  const __m512i lo_byte = _mm512_set1_epi16(0x00FF), hi_byte = _mm512_set1_epi16(-256);
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -147,10 +147,13 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                           : j == 2 ? hb
                                    : _mm512_srli_epi16(hb, 1);
         const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-        const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), s8);
-        // q'·s as words: even bytes, then odd bytes
-        const __m512i pe = _mm512_maddubs_epi16(q, _mm512_and_si512(s, lo_byte));
-        const __m512i po = _mm512_maddubs_epi16(q, _mm512_and_si512(s, hi_byte));
+        // q'·s as words: even bytes, then odd bytes (each sub-block's scale in the even or odd
+        // bytes, zero in the others)
+        const __m512i sub = _mm512_load_si512(kCtl.sub[j]);
+        const __m512i pe =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
+        const __m512i po =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
         const uint8_t* pj = pb + j * 128;
         a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
         a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
