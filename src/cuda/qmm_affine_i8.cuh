@@ -131,7 +131,8 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
 }
 
 template <class T, int BITS, int G, int NT>
-__global__ void __launch_bounds__(kXcMaxWarps * 32) qmm_affine_i8_kernel(XcArgs a) {
+__global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
+    qmm_affine_i8_kernel(XcArgs a) {
   using Geom = XcGeom<BITS, G>;
   constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs;
   extern __shared__ __align__(16) uint8_t smem[];
