@@ -64,6 +64,14 @@ int token_tile(int64_t m) {
   return 256;
 }
 
+// CTAs per cluster for 256-token tiles: 2 from M = 1024, where sharing each x tile between two
+// CTAs measured 2-4% faster at M = 4096 and up to 9% at 2048 (int4 g64 f16, three shapes,
+// docs/PERF.md); at M = 512 it was 5-10% slower. QUANTA_QMM_WGMMA_CLUSTER (1 or 2) overrides.
+int cluster_of(int64_t m) {
+  if (const int c = env_int("QUANTA_QMM_WGMMA_CLUSTER", 0); c == 1 || c == 2) return c;
+  return m >= 1024 ? 2 : 1;
+}
+
 }  // namespace
 
 std::string qmm_affine_wgmma_supports(const Problem& p) {
@@ -125,9 +133,16 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
-        const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS>(a);
-        void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-        failed = launch_qmm_affine_wgmma<T, BITS, TOKENS>(a, workspace, stream);
+        auto run = [&]<int CLUSTER>() {
+          const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
+          void* workspace =
+              bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+          failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
+        };
+        if constexpr (TOKENS == 256) {
+          if (cluster_of(x.rows) == 2) return run.template operator()<2>();
+        }
+        run.template operator()<1>();
       });
     });
   });

@@ -31,29 +31,33 @@ struct WgmmaArgs {
 };
 
 // Code widths (CUTLASS's uint2b_t, uint4b_t, uint8_t) and token-tile widths built (CUTLASS's
-// tile is 128 rows of W x TOKENS rows of x x 64 along K).
+// tile is 128 rows of W x TOKENS rows of x x 64 along K); 256-token tiles also come in clusters
+// of 2 CTAs along W's rows, which share each x tile (TMA multicast).
 inline constexpr int kWgmmaBits[] = {2, 4, 8};
 inline constexpr int kWgmmaTokenTiles[] = {64, 128, 256};
 
 // Bytes of global workspace the instance needs for these arguments (stream-K partial tiles).
-template <class T, int BITS, int TOKENS>
+template <class T, int BITS, int TOKENS, int CLUSTER = 1>
 std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a);
 
 // Launches on `stream`. Returns null on success, else CUTLASS's reason (can_implement or
 // initialize failed); launch errors are left for cudaGetLastError.
-template <class T, int BITS, int TOKENS>
+template <class T, int BITS, int TOKENS, int CLUSTER = 1>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream);
 
 // The instances of one dtype and width (EXTERN: `extern` to declare, empty to define).
-#define QUANTA_WGMMA_INSTANCES(EXTERN, T, BITS)                                              \
-  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 64>(const WgmmaArgs&);     \
-  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 128>(const WgmmaArgs&);    \
-  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 256>(const WgmmaArgs&);    \
-  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 64>(const WgmmaArgs&, void*,  \
-                                                                   cudaStream_t);            \
-  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 128>(const WgmmaArgs&, void*, \
-                                                                    cudaStream_t);           \
-  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 256>(const WgmmaArgs&, void*, \
-                                                                    cudaStream_t);
+#define QUANTA_WGMMA_INSTANCES(EXTERN, T, BITS)                                                 \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 64>(const WgmmaArgs&);        \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 128>(const WgmmaArgs&);       \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 256>(const WgmmaArgs&);       \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 64>(const WgmmaArgs&, void*,     \
+                                                                   cudaStream_t);               \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 128>(const WgmmaArgs&, void*,    \
+                                                                    cudaStream_t);              \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 256>(const WgmmaArgs&, void*,    \
+                                                                    cudaStream_t);              \
+  EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 256, 2>(const WgmmaArgs&);    \
+  EXTERN template const char* launch_qmm_affine_wgmma<T, BITS, 256, 2>(const WgmmaArgs&, void*, \
+                                                                       cudaStream_t);
 
 }  // namespace quanta::cuda

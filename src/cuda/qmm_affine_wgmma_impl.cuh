@@ -34,12 +34,13 @@ template <int BITS>
 using CodeType = std::conditional_t<BITS == 2, cutlass::uint2b_t,
                                     std::conditional_t<BITS == 4, cutlass::uint4b_t, uint8_t>>;
 
-template <class T, int BITS, int TOKENS>
+// CLUSTER: CTAs per cluster along W's rows; they share each x tile (TMA multicast).
+template <class T, int BITS, int TOKENS, int CLUSTER = 1>
 struct Gemm {
   using Act = typename CutlassType<T>::type;
   using Codes = CodeType<BITS>;
   using Tile = cute::Shape<cute::_128, cute::Int<TOKENS>, cute::_64>;
-  using Cluster = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Cluster = cute::Shape<cute::Int<CLUSTER>, cute::_1, cute::_1>;
   // y^T [N, M] column-major is y [M, N] row-major. No C operand (beta = 0).
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
@@ -87,15 +88,15 @@ struct Gemm {
 
 }  // namespace wgmma_detail
 
-template <class T, int BITS, int TOKENS>
+template <class T, int BITS, int TOKENS, int CLUSTER>
 std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a) {
-  using G = wgmma_detail::Gemm<T, BITS, TOKENS>;
+  using G = wgmma_detail::Gemm<T, BITS, TOKENS, CLUSTER>;
   return G::Adapter::get_workspace_size(G::arguments(a));
 }
 
-template <class T, int BITS, int TOKENS>
+template <class T, int BITS, int TOKENS, int CLUSTER>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream) {
-  using G = wgmma_detail::Gemm<T, BITS, TOKENS>;
+  using G = wgmma_detail::Gemm<T, BITS, TOKENS, CLUSTER>;
   const auto args = G::arguments(a);
   typename G::Adapter gemm;
   cutlass::Status s = gemm.can_implement(args);
