@@ -194,9 +194,9 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   }
 }
 
-// q2_K's and q3_K's integer GEMVs split x into planes per 256-element block (2^e from the
-// block's largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values near
-// 2^-90 and one with a value near 10^30 must still meet the f32 bound; a NaN, an infinity or a
+// The K-quants' integer GEMVs (q2_K, q3_K, q6_K) split x into planes per 256-element block (2^e
+// from the block's largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values
+// near 2^-90 and one with a value near 10^30 must still meet the f32 bound; a NaN, an infinity or a
 // block below 2^-96 make them fall back to the float kernels (NaN or the exact value, not a
 // wrong one). Runs on every level (the planes only on avx512 with VNNI).
 class KQuantExtremes : public ::testing::TestWithParam<Scheme> {};
@@ -247,7 +247,8 @@ TEST_P(KQuantExtremes, ActivationExtremes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, KQuantExtremes, ::testing::Values(Scheme::q2_K, Scheme::q3_K),
+INSTANTIATE_TEST_SUITE_P(Gguf, KQuantExtremes,
+                         ::testing::Values(Scheme::q2_K, Scheme::q3_K, Scheme::q6_K),
                          [](const ::testing::TestParamInfo<Scheme>& i) {
                            return std::string(Format::gguf(i.param).name());
                          });

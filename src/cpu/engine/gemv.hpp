@@ -24,14 +24,16 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): q2_K and q3_K at M = 1
+// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): q2_K, q3_K, q6_K at M = 1
 // on the avx512 level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums,
 // 2^e per 256-element block and a last entry: 1 if the planes were made, 0 if x could not be
 // split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
-    return w.int8_x && (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K) && vnni_active();
+    return w.int8_x &&
+           (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q6_K) &&
+           vnni_active();
 #endif
   return false;
 }

@@ -17,8 +17,8 @@ namespace quanta::cpu::vnni {
 namespace {
 
 constexpr int64_t kBlockElems = 256;
-constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110;  // ggml block_q2_K, block_q3_K
-constexpr int64_t kPlaneBlock = 1024;             // bytes of planes per block (both layouts)
+constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ6Bytes = 210;  // ggml block_q2_K, _q3_K, _q6_K
+constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
 // Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block, in both K-quants)
@@ -172,6 +172,66 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// q6_K: as q3k_rows; the 6-bit code (low nibble from ql, two high bits from qh) by the signed
+// 8-bit scale, whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32.
+template <int R>
+void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ6Bytes, kQ6Bytes);
+    const uint8_t* pb = planes + b * kPlaneBlock;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rp[r] + b * kQ6Bytes;
+      // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
+      // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
+      const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
+      const __m512i lo02 = _mm512_shuffle_i64x2(z0, z1, 0x44),
+                    lo13 = _mm512_shuffle_i64x2(z0, z1, 0xEE);
+      const __m512i hb = _mm512_loadu_si512(blk + 128);
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+      const __m512i s8 = _mm512_castsi128_si512(sc);
+      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i lo = j == 0   ? lo02
+                           : j == 1 ? lo13
+                           : j == 2 ? _mm512_srli_epi16(lo02, 4)
+                                    : _mm512_srli_epi16(lo13, 4);
+        // qh bits 2j, 2j + 1 to bits 4-5
+        const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
+                          : j == 1 ? _mm512_slli_epi16(hb, 2)
+                          : j == 2 ? hb
+                                   : _mm512_srli_epi16(hb, 2);
+        const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, lo, h, 0xCA), mask6);
+        const __m512i sub = _mm512_load_si512(kCtl.sub[j]);
+        const __m512i pe =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
+        const __m512i po =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
+        const uint8_t* pj = pb + j * 128;
+        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
+        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
+        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
+        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
+      }
+      const float d = half_to_float(blk + 208);
+      const __m512 v =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), v, acc[r]);
+      // the -32 of every code: -32 · d · Σ_j s_j · xs_j
+      acc[r] = _mm512_fnmadd_ps(
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d)),
+          _mm512_loadu_ps(xs + b * 16), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
 // Every block's largest |x| into big[b]; false if a block cannot be split (see the header).
 bool block_max(const float* x, int64_t blocks, float* big) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
@@ -309,6 +369,17 @@ void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, con
       w,
       [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
         q3k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
+      },
+      n0, n1, y);
+}
+
+void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y) {
+  const int64_t blocks = w.k / kBlockElems;
+  gemv<kRows>(
+      w,
+      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
+        q6k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
       },
       n0, n1, y);
 }

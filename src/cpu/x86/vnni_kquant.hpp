@@ -1,4 +1,4 @@
-// q2_K and q3_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
+// q2_K, q3_K and q6_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
 // the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
 // convert, a multiply by x and an FMA with the sub-block scale on every 16 weights.
 // q2_K:
@@ -37,9 +37,14 @@ bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
 void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
               int64_t n0, int64_t n1, float* y);
 
-// As q2k_prep for q3_K's planes: [k / 256][2 planes][4 codes j][even, odd bytes][32 int16].
+// As q2k_prep for the int16 planes of q3_K and q6_K: [k / 256][2 planes][4 codes j][even, odd
+// bytes][32 int16].
 bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
 void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+              int64_t n0, int64_t n1, float* y);
+// q6_K on q3k_prep's planes: the 6-bit code by the signed 8-bit scale (vpmaddubsw), the -32 as
+// an f32 term.
+void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
               int64_t n0, int64_t n1, float* y);
 
 }  // namespace quanta::cpu::vnni
