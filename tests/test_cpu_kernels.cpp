@@ -194,7 +194,7 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   }
 }
 
-// The K-quants' integer GEMVs (q2_K, q3_K, q6_K) split x into planes per 256-element block (2^e
+// The K-quants' integer GEMVs (q2_K-q6_K) split x into planes per 256-element block (2^e
 // from the block's largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values
 // near 2^-90 and one with a value near 10^30 must still meet the f32 bound; a NaN, an infinity or a
 // block below 2^-96 make them fall back to the float kernels (NaN or the exact value, not a
@@ -248,7 +248,8 @@ TEST_P(KQuantExtremes, ActivationExtremes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gguf, KQuantExtremes,
-                         ::testing::Values(Scheme::q2_K, Scheme::q3_K, Scheme::q6_K),
+                         ::testing::Values(Scheme::q2_K, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K,
+                                           Scheme::q6_K),
                          [](const ::testing::TestParamInfo<Scheme>& i) {
                            return std::string(Format::gguf(i.param).name());
                          });

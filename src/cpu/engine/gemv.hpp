@@ -24,7 +24,7 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): q2_K, q3_K, q6_K at M = 1
+// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): the K-quants at M = 1
 // on the avx512 level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums,
 // 2^e per 256-element block and a last entry: 1 if the planes were made, 0 if x could not be
 // split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
@@ -32,7 +32,8 @@ inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
     return w.int8_x &&
-           (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q6_K) &&
+           (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
+            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K) &&
            vnni_active();
 #endif
   return false;
@@ -428,10 +429,12 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
   }
 #ifdef QUANTA_CPU_X86
   if (gemv_int8_x(w)) {
-    float* pow2 = xs + K / 16;
+    float* pow2 = xs + K / gemv_xs_elems(w);
     auto* planes = reinterpret_cast<uint8_t*>(xp);
     const bool ok = w.scheme == Scheme::q2_K ? vnni::q2k_prep(x, K, planes, pow2)
-                                             : vnni::q3k_prep(x, K, planes, pow2);
+                    : w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K
+                        ? vnni::q45k_prep(x, K, planes, pow2)
+                        : vnni::q3k_prep(x, K, planes, pow2);
     pow2[K / 256] = ok ? 1.0f : 0.0f;
   }
 #endif

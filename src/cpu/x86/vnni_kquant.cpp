@@ -17,7 +17,7 @@ namespace quanta::cpu::vnni {
 namespace {
 
 constexpr int64_t kBlockElems = 256;
-constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ6Bytes = 210;  // ggml block_q2_K, _q3_K, _q6_K
+constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ4Bytes = 144, kQ5Bytes = 176, kQ6Bytes = 210;
 constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
@@ -31,7 +31,30 @@ struct Ctl {
   // q3_K scale i: byte i % 8 (>> 4 for i >= 8) and bits 2 (i / 4) of byte 8 + i % 4.
   alignas(64) uint8_t q3ctl[64] = {};
   alignas(64) uint32_t q3lo[16] = {}, q3hi[16] = {};
+  // q4_K/q5_K: byte p of code vector j belongs to sub-block 2 (2 (j / 2) + p / 32) + j % 2;
+  // scale i (lanes 0-7) and min i - 8 (lanes 8-15) by get_scale_min_k4 (see gguf_dot.hpp).
+  alignas(64) uint8_t sub45[4][64] = {};
+  alignas(64) uint8_t q45ctl[64] = {};
+  alignas(64) uint32_t q45sh[16] = {}, q45mask[16] = {};
   constexpr Ctl() {
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 64; ++p)
+        sub45[j][p] = static_cast<uint8_t>(2 * (2 * (j / 2) + p / 32) + j % 2);
+    for (int i = 0; i < 16; ++i) {
+      const int j = i % 8;
+      const bool min = i >= 8;
+      q45ctl[4 * i + 2] = q45ctl[4 * i + 3] = 0x80;
+      if (j < 4) {
+        q45ctl[4 * i] = static_cast<uint8_t>(min ? j + 4 : j);
+        q45ctl[4 * i + 1] = 0x80;
+        q45mask[i] = 63;
+      } else {
+        q45ctl[4 * i] = static_cast<uint8_t>(j + 4);
+        q45ctl[4 * i + 1] = static_cast<uint8_t>(min ? j : j - 4);
+        q45sh[i] = min ? 4 : 0;
+        q45mask[i] = 15;
+      }
+    }
     for (int j = 0; j < 4; ++j)
       for (int p = 0; p < 64; ++p)
         sub[j][p] = static_cast<uint8_t>(8 * (p / 32) + 2 * j + (p % 32 >= 16));
@@ -232,6 +255,76 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// q4_K (kFive false) and q5_K: the 4-bit code (plus q5_K's fifth bit from qh) by the 6-bit
+// scale of its 32-element sub-block; the min term dmin · m_j · Σx in f32.
+template <bool kFive, int R>
+void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+               const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+  constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kBytes, kBytes);
+    const uint8_t* pb = planes + b * kPlaneBlock;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = rp[r] + b * kBytes;
+      // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
+      const __m512i raw = _mm512_shuffle_epi8(
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4))),
+          _mm512_load_si512(kCtl.q45ctl));
+      const __m512i sm =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q45sh)),
+                                           _mm512_load_si512(kCtl.q45mask)),
+                          _mm512_and_si512(_mm512_srli_epi32(raw, 10), _mm512_set1_epi32(0x30)));
+      const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(sm));
+      const __m512i q0 = _mm512_loadu_si512(blk + kQs), q1 = _mm512_loadu_si512(blk + kQs + 64);
+      __m512i hb = _mm512_setzero_si512();
+      if constexpr (kFive) {  // byte 32h + l: qh[l] >> 2h, so vector j's bit is 4 (j / 2) + j % 2
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+        hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
+      }
+      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i qv = j < 2 ? q0 : q1;
+        const __m512i nib = j % 2 == 0 ? qv : _mm512_srli_epi16(qv, 4);
+        __m512i q;
+        if constexpr (kFive) {
+          const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
+                            : j == 1 ? _mm512_slli_epi16(hb, 3)
+                            : j == 2 ? hb
+                                     : _mm512_srli_epi16(hb, 1);
+          q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, nib, h, 0xCA), mask5);
+        } else {
+          q = _mm512_and_si512(nib, mask4);
+        }
+        const __m512i sub = _mm512_load_si512(kCtl.sub45[j]);
+        const __m512i pe =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
+        const __m512i po =
+            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
+        const uint8_t* pj = pb + j * 128;
+        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
+        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
+        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
+        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
+      }
+      const __m512 v =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk) * pow2[b]), v, acc[r]);
+      // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
+      const __m512 m = _mm512_cvtepi32_ps(sm);
+      const __m512 xv = _mm512_maskz_loadu_ps(0xff00, xs + b * 8 - 8);
+      acc[r] =
+          _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 2))), xv, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
 // Every block's largest |x| into big[b]; false if a block cannot be split (see the header).
 bool block_max(const float* x, int64_t blocks, float* big) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
@@ -319,7 +412,12 @@ void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, con
       n0, n1, y);
 }
 
-bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+namespace {
+
+// The int16 planes; code vector j's bytes 32h .. 32h + 31 are the 32 elements from
+// run_start(j, h) of the block.
+template <class RunStart>
+bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStart run_start) {
   const int64_t blocks = k / kBlockElems;
   if (!block_max(x, blocks, pow2)) return false;
   alignas(64) int16_t digit[2][kBlockElems];
@@ -346,13 +444,13 @@ bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(digit[1] + 16 * v),
                          _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(c1)));
     }
-    // Plane p, code j: byte position 32h + l is element 128h + 32j + l; the even positions
-    // (words 0, 2, ..) then the odd ones, as vpmaddubsw pairs them.
+    // Plane p, code j: the even byte positions (words 0, 2, ..) then the odd ones, as
+    // vpmaddubsw pairs them.
     for (int p = 0; p < 2; ++p)
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512i h0 = _mm512_load_si512(digit[p] + 32 * j);
-        const __m512i h1 = _mm512_load_si512(digit[p] + 128 + 32 * j);
+        const __m512i h0 = _mm512_load_si512(digit[p] + run_start(j, 0));
+        const __m512i h1 = _mm512_load_si512(digit[p] + run_start(j, 1));
         uint8_t* out = pb + p * 512 + j * 128;
         _mm512_store_si512(out, _mm512_permutex2var_epi16(h0, _mm512_load_si512(kCtl.even), h1));
         _mm512_store_si512(out + 64,
@@ -360,6 +458,20 @@ bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
       }
   }
   return true;
+}
+
+}  // namespace
+
+// q3_K, q6_K: byte 32h + l of code j is element 128h + 32j + l.
+bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
+}
+
+// q4_K, q5_K: code vectors are the low and high nibbles of qs[0, 64) then of qs[64, 128); byte
+// 32h + l of vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
+bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return int16_prep(x, k, planes, pow2,
+                    [](int j, int h) { return 128 * (j / 2) + 64 * h + 32 * (j % 2); });
 }
 
 void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
@@ -382,6 +494,23 @@ void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, con
         q6k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
       },
       n0, n1, y);
+}
+
+void q45k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+               int64_t n0, int64_t n1, float* y) {
+  const int64_t blocks = w.k / kBlockElems;
+  auto run = [&]<bool kFive>() {
+    gemv<kRows>(
+        w,
+        [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
+          q45k_rows<kFive, R>(rp, next, blocks, planes, pow2, xs, out);
+        },
+        n0, n1, y);
+  };
+  if (w.scheme == Scheme::q5_K)
+    run.template operator()<true>();
+  else
+    run.template operator()<false>();
 }
 
 }  // namespace quanta::cpu::vnni

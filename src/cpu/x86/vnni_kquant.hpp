@@ -1,4 +1,4 @@
-// q2_K, q3_K and q6_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
+// q2_K-q6_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
 // the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
 // convert, a multiply by x and an FMA with the sub-block scale on every 16 weights.
 // q2_K:
@@ -42,6 +42,11 @@ void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, con
 bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
 void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
               int64_t n0, int64_t n1, float* y);
+// q4_K and q5_K (by w.scheme): their own order of the int16 planes, the code by the 6-bit
+// scale of its 32-element sub-block, the min term in f32. xs: sums over 32 elements.
+bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
+void q45k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+               int64_t n0, int64_t n1, float* y);
 // q6_K on q3k_prep's planes: the 6-bit code by the signed 8-bit scale (vpmaddubsw), the -32 as
 // an f32 term.
 void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
