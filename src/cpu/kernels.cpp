@@ -50,7 +50,7 @@ constexpr Path kGemv = Path::gemv, kTiled = Path::tiled;
 // clang-format off
 const KernelEntry kTable[] = {
   // name                      op                  device          M range      supports             matmul              dequantize          why
-  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K; 1 for [K, N]): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn); q2_K/q3_K at M = 1 on VNNI dot products where the CPU has them"},
+  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K; 1 for [K, N]): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn); the K-quants at M = 1 on VNNI dot products where the CPU has them"},
   {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "larger M: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows; 1.3-2x OpenBLAS sgemm on the dequantized weights"},
   {"gather_qmm_avx512",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "rows grouped by expert, then the fused GEMV or tiled path per expert"},
   {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA2>,   simd<kA2, kGemv>,    nullptr,            "fused GEMV on AVX2 (8 lanes)"},
