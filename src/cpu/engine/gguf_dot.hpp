@@ -10,6 +10,7 @@
 #pragma once
 
 #include "cpu/engine/gguf.hpp"
+#include "cpu/engine/kquant_scales.hpp"
 
 namespace quanta::cpu::QUANTA_ISA::gguf {
 
@@ -149,21 +150,7 @@ struct Dot<Q2_K> {
   }
 };
 
-// Shuffle control and shifts that put Q3_K scale i in lane i (see Dot<Q3_K>::scales).
-struct Q3Ctl {
-  uint8_t ctl[64] = {};
-  uint32_t lo[16] = {}, hi[16] = {};
-  constexpr Q3Ctl() {
-    for (int i = 0; i < 16; ++i) {
-      ctl[4 * i] = static_cast<uint8_t>(i % 8);
-      ctl[4 * i + 1] = static_cast<uint8_t>(8 + i % 4);
-      ctl[4 * i + 2] = ctl[4 * i + 3] = 0x80;
-      lo[i] = 4 * (i / 8);
-      hi[i] = 4 + 2 * (i / 4);  // bits 8 + 2 (i / 4) .. + 1 to bits 4..5
-    }
-  }
-};
-alignas(64) inline constexpr Q3Ctl kQ3Ctl{};
+using kquant::kQ3Ctl;
 
 // Q3_K: as Q2_K, plus the high bit (hmask[l] bit 4h + j) added in place as 4 · 4^j by a
 // masked add; the -4 of every element goes into the min term (-4 · scale · Σ x).
@@ -207,34 +194,7 @@ struct Dot<Q3_K> {
   }
 };
 
-// Shuffle control, shifts and masks that put the Q4_K/Q5_K 6-bit scale j in lane j and min j
-// in lane 8 + j (get_scale_min_k4: for j >= 4 the low 4 bits come from byte j + 4, the top 2
-// from bits 6-7 of byte j - 4 (scale) or j (min)); kMul puts 1/16 on the odd sub-blocks,
-// whose codes are the high nibbles taken in place (16 · q).
-struct QK45Ctl {
-  uint8_t ctl[64] = {};
-  uint32_t sh[16] = {}, mask[16] = {};
-  float mul[16] = {};
-  constexpr QK45Ctl() {
-    for (int i = 0; i < 16; ++i) {
-      const int j = i % 8;
-      const bool min = i >= 8;
-      ctl[4 * i + 2] = ctl[4 * i + 3] = 0x80;
-      if (j < 4) {
-        ctl[4 * i] = static_cast<uint8_t>(min ? j + 4 : j);
-        ctl[4 * i + 1] = 0x80;
-        mask[i] = 63;
-      } else {
-        ctl[4 * i] = static_cast<uint8_t>(j + 4);
-        ctl[4 * i + 1] = static_cast<uint8_t>(min ? j : j - 4);
-        sh[i] = min ? 4 : 0;
-        mask[i] = 15;
-      }
-      mul[i] = !min && j % 2 ? 0.0625f : 1.0f;
-    }
-  }
-};
-alignas(64) inline constexpr QK45Ctl kQK45Ctl{};
+using kquant::kQK45Ctl;
 
 template <bool kFive>
 struct Dot<QK45<kFive>> {

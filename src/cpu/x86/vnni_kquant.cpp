@@ -2,6 +2,8 @@
 // flags plus VNNI and VBMI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_kquant.hpp"
 
+#include "cpu/engine/kquant_scales.hpp"
+
 // GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
 // -Wmaybe-uninitialized reports at every inlined call site (a false positive).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -28,33 +30,12 @@ struct Ctl {
   alignas(64) uint8_t q2s[64] = {};    // index (s << 2 | q) -> q · s
   alignas(64) uint16_t even[32] = {};  // words 0, 2, .. 62 of two 32-word runs (vpermt2w)
   alignas(64) uint16_t odd[32] = {};
-  // q3_K scale i: byte i % 8 (>> 4 for i >= 8) and bits 2 (i / 4) of byte 8 + i % 4.
-  alignas(64) uint8_t q3ctl[64] = {};
-  alignas(64) uint32_t q3lo[16] = {}, q3hi[16] = {};
-  // q4_K/q5_K: byte p of code vector j belongs to sub-block 2 (2 (j / 2) + p / 32) + j % 2;
-  // scale i (lanes 0-7) and min i - 8 (lanes 8-15) by get_scale_min_k4 (see gguf_dot.hpp).
+  // q4_K/q5_K: byte p of code vector j belongs to sub-block 2 (2 (j / 2) + p / 32) + j % 2.
   alignas(64) uint8_t sub45[4][64] = {};
-  alignas(64) uint8_t q45ctl[64] = {};
-  alignas(64) uint32_t q45sh[16] = {}, q45mask[16] = {};
   constexpr Ctl() {
     for (int j = 0; j < 4; ++j)
       for (int p = 0; p < 64; ++p)
         sub45[j][p] = static_cast<uint8_t>(2 * (2 * (j / 2) + p / 32) + j % 2);
-    for (int i = 0; i < 16; ++i) {
-      const int j = i % 8;
-      const bool min = i >= 8;
-      q45ctl[4 * i + 2] = q45ctl[4 * i + 3] = 0x80;
-      if (j < 4) {
-        q45ctl[4 * i] = static_cast<uint8_t>(min ? j + 4 : j);
-        q45ctl[4 * i + 1] = 0x80;
-        q45mask[i] = 63;
-      } else {
-        q45ctl[4 * i] = static_cast<uint8_t>(j + 4);
-        q45ctl[4 * i + 1] = static_cast<uint8_t>(min ? j : j - 4);
-        q45sh[i] = min ? 4 : 0;
-        q45mask[i] = 15;
-      }
-    }
     for (int j = 0; j < 4; ++j)
       for (int p = 0; p < 64; ++p)
         sub[j][p] = static_cast<uint8_t>(8 * (p / 32) + 2 * j + (p % 32 >= 16));
@@ -62,13 +43,6 @@ struct Ctl {
     for (int i = 0; i < 32; ++i) {
       even[i] = static_cast<uint16_t>(2 * i);
       odd[i] = static_cast<uint16_t>(2 * i + 1);
-    }
-    for (int i = 0; i < 16; ++i) {
-      q3ctl[4 * i] = static_cast<uint8_t>(i % 8);
-      q3ctl[4 * i + 1] = static_cast<uint8_t>(8 + i % 4);
-      q3ctl[4 * i + 2] = q3ctl[4 * i + 3] = 0x80;
-      q3lo[i] = static_cast<uint32_t>(4 * (i / 8));
-      q3hi[i] = static_cast<uint32_t>(4 + 2 * (i / 4));
     }
   }
 };
@@ -89,170 +63,119 @@ void prefetch_block(const uint8_t* p, int64_t bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
 
-// q2_K: R rows (rp[r]) over every block; acc[r] collects the lanes of y[r].
+// R rows (rp[r], blocks of BYTES) over every block: acc[r] = block(blk, planes of the block, b,
+// acc[r]), the rows' next blocks prefetched (next[r]); y[r] = the lane sum of acc[r].
+template <int R, int64_t BYTES, class Block>
+void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+                const uint8_t* planes, float* y, Block&& block) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * BYTES, BYTES);
+    const uint8_t* pb = planes + b * kPlaneBlock;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = block(rp[r] + b * BYTES, pb, b, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// a0, a1 (planes 0, 1) += the unsigned codes q times the signed scale of each byte's sub-block
+// (byte i of s8 for sub-block i, `sub` the sub-block of every byte), against code vector j's
+// int16 planes at pj (vpmaddubsw pairs bytes, so the even and the odd ones go apart).
+inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* pj, __m512i& a0,
+                  __m512i& a1) {
+  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
+  const __m512i idx = _mm512_load_si512(sub);
+  const __m512i pe = _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, idx, s8));
+  const __m512i po = _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, idx, s8));
+  a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
+  a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
+  a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
+  a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
+}
+
+// The two int16-plane sums of a block as one f32 vector (x = 2^e (c0 2^15 + c1)).
+inline __m512 planes16(__m512i a0, __m512i a1) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
+}
+
+// q2_K: one block of one row.
 template <int R>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const uint8_t* planes, const float* pow2, const float* xs, float* y) {
   const __m512i mask3 = _mm512_set1_epi8(3);
   const __m512i table = _mm512_load_si512(kCtl.q2s);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ2Bytes, kQ2Bytes);
-    const uint8_t* pb = planes + b * kPlaneBlock;
+  block_rows<R, kQ2Bytes>(
+      rp, next, blocks, planes, y,
+      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+        // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
+        const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
+        const __m512i qs = _mm512_loadu_si512(blk + 16);
+        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rp[r] + b * kQ2Bytes;
-      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-      // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
-      const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
-      const __m512i qs = _mm512_loadu_si512(blk + 16);
-      __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                      _mm512_setzero_si512()};
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
-        const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), sc2);
-        const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
-        const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
-        for (int p = 0; p < 4; ++p)
-          a[p] = _mm512_dpbusd_epi32(a[p], q, _mm512_load_si512(pb + p * 256 + j * 64));
-      }
-      __m512 v = _mm512_cvtepi32_ps(a[0]);
-      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[1]));
-      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
-      v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[3]));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk + 80) * pow2[b]), v, acc[r]);
-      // min term: dmin · Σ_j m_j · xs_j (m_j the high nibble of scale byte j)
-      const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4));
-      acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 82))),
-                                _mm512_loadu_ps(xs + b * 16), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+        for (int j = 0; j < 4; ++j) {
+          const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
+          const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), sc2);
+          const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
+          const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
+          for (int p = 0; p < 4; ++p)
+            a[p] = _mm512_dpbusd_epi32(a[p], q, _mm512_load_si512(pb + p * 256 + j * 64));
+        }
+        __m512 v = _mm512_cvtepi32_ps(a[0]);
+        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[1]));
+        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
+        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[3]));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk + 80) * pow2[b]), v, acc);
+        // min term: dmin · Σ_j m_j · xs_j (m_j the high nibble of scale byte j)
+        const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4));
+        return _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 82))),
+                                _mm512_loadu_ps(xs + b * 16), acc);
+      });
 }
 
-// q3_K: as q2k_rows, with the int16 planes.
+// q3_K: q' = code | hbit << 2 (0..7) by the signed 6-bit scale; the -4 of every code is the
+// f32 term -4 · d · Σ_j s_j · xs_j.
 template <int R>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const uint8_t* planes, const float* pow2, const float* xs, float* y) {
   const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
-  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ3Bytes, kQ3Bytes);
-    const uint8_t* pb = planes + b * kPlaneBlock;
+  block_rows<R, kQ3Bytes>(
+      rp, next, blocks, planes, y,
+      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+        // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
+        const __m512i raw = _mm512_shuffle_epi8(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
+            _mm512_load_si512(kquant::kQ3Ctl.ctl));
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQ3Ctl.lo)), _mm512_set1_epi32(0xF));
+        const __m512i hi = _mm512_and_si512(
+            _mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQ3Ctl.hi)), _mm512_set1_epi32(0x30));
+        const __m512i s32 = _mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32));
+        const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(s32));
+        // High bits: byte 32h + l holds hmask[l] >> 4h, so code j's bit is bit j of every byte.
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
+        const __m512i hb =
+            _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
+        const __m512i qs = _mm512_loadu_si512(blk + 32);
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rp[r] + b * kQ3Bytes;
-      // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
-      const __m512i raw = _mm512_shuffle_epi8(
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
-          _mm512_load_si512(kCtl.q3ctl));
-      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q3lo)),
-                                          _mm512_set1_epi32(0xF));
-      const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q3hi)),
-                                          _mm512_set1_epi32(0x30));
-      const __m512i s32 = _mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32));
-      const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(s32));
-      // High bits: byte 32h + l holds hmask[l] >> 4h, so code j's bit is bit j of every byte.
-      const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
-      const __m512i hb =
-          _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
-      const __m512i qs = _mm512_loadu_si512(blk + 32);
-      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
-        // bit j of hb to bit 2, then q' = code | hbit << 2 (0..7)
-        const __m512i h = j < 2    ? _mm512_sll_epi16(hb, _mm_cvtsi32_si128(2 - j))
-                          : j == 2 ? hb
-                                   : _mm512_srli_epi16(hb, 1);
-        const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-        // q'·s as words: even bytes, then odd bytes (each sub-block's scale in the even or odd
-        // bytes, zero in the others)
-        const __m512i sub = _mm512_load_si512(kCtl.sub[j]);
-        const __m512i pe =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
-        const __m512i po =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
-        const uint8_t* pj = pb + j * 128;
-        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
-        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
-        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
-        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
-      }
-      const float d = half_to_float(blk + 108);
-      const __m512 v =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), v, acc[r]);
-      // the -4 of every code: -4 · d · Σ_j s_j · xs_j
-      acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d)),
-                                _mm512_loadu_ps(xs + b * 16), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
-// q6_K: as q3k_rows; the 6-bit code (low nibble from ql, two high bits from qh) by the signed
-// 8-bit scale, whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32.
-template <int R>
-void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
-  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
-  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kQ6Bytes, kQ6Bytes);
-    const uint8_t* pb = planes + b * kPlaneBlock;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rp[r] + b * kQ6Bytes;
-      // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
-      // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
-      const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
-      const __m512i lo02 = _mm512_shuffle_i64x2(z0, z1, 0x44),
-                    lo13 = _mm512_shuffle_i64x2(z0, z1, 0xEE);
-      const __m512i hb = _mm512_loadu_si512(blk + 128);
-      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-      const __m512i s8 = _mm512_castsi128_si512(sc);
-      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i lo = j == 0   ? lo02
-                           : j == 1 ? lo13
-                           : j == 2 ? _mm512_srli_epi16(lo02, 4)
-                                    : _mm512_srli_epi16(lo13, 4);
-        // qh bits 2j, 2j + 1 to bits 4-5
-        const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
-                          : j == 1 ? _mm512_slli_epi16(hb, 2)
-                          : j == 2 ? hb
-                                   : _mm512_srli_epi16(hb, 2);
-        const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, lo, h, 0xCA), mask6);
-        const __m512i sub = _mm512_load_si512(kCtl.sub[j]);
-        const __m512i pe =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
-        const __m512i po =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
-        const uint8_t* pj = pb + j * 128;
-        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
-        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
-        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
-        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
-      }
-      const float d = half_to_float(blk + 208);
-      const __m512 v =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), v, acc[r]);
-      // the -32 of every code: -32 · d · Σ_j s_j · xs_j
-      acc[r] = _mm512_fnmadd_ps(
-          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d)),
-          _mm512_loadu_ps(xs + b * 16), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+        for (int j = 0; j < 4; ++j) {
+          const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
+          // bit j of hb to bit 2
+          const __m512i h = j < 2    ? _mm512_sll_epi16(hb, _mm_cvtsi32_si128(2 - j))
+                            : j == 2 ? hb
+                                     : _mm512_srli_epi16(hb, 1);
+          const __m512i q =
+              _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
+          dot16(q, kCtl.sub[j], s8, pb + j * 128, a0, a1);
+        }
+        const float d = half_to_float(blk + 108);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), planes16(a0, a1), acc);
+        return _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d)),
+                                _mm512_loadu_ps(xs + b * 16), acc);
+      });
 }
 
 // q4_K (kFive false) and q5_K: the 4-bit code (plus q5_K's fifth bit from qh) by the 6-bit
@@ -262,67 +185,87 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
                const uint8_t* planes, const float* pow2, const float* xs, float* y) {
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
-  constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * kBytes, kBytes);
-    const uint8_t* pb = planes + b * kPlaneBlock;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rp[r] + b * kBytes;
-      // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
-      const __m512i raw = _mm512_shuffle_epi8(
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4))),
-          _mm512_load_si512(kCtl.q45ctl));
-      const __m512i sm =
-          _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kCtl.q45sh)),
-                                           _mm512_load_si512(kCtl.q45mask)),
-                          _mm512_and_si512(_mm512_srli_epi32(raw, 10), _mm512_set1_epi32(0x30)));
-      const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(sm));
-      const __m512i q0 = _mm512_loadu_si512(blk + kQs), q1 = _mm512_loadu_si512(blk + kQs + 64);
-      __m512i hb = _mm512_setzero_si512();
-      if constexpr (kFive) {  // byte 32h + l: qh[l] >> 2h, so vector j's bit is 4 (j / 2) + j % 2
-        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
-        hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
-      }
-      __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i qv = j < 2 ? q0 : q1;
-        const __m512i nib = j % 2 == 0 ? qv : _mm512_srli_epi16(qv, 4);
-        __m512i q;
-        if constexpr (kFive) {
-          const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
-                            : j == 1 ? _mm512_slli_epi16(hb, 3)
-                            : j == 2 ? hb
-                                     : _mm512_srli_epi16(hb, 1);
-          q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, nib, h, 0xCA), mask5);
-        } else {
-          q = _mm512_and_si512(nib, mask4);
+  block_rows<R, kBytes>(
+      rp, next, blocks, planes, y,
+      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+        // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
+        const __m512i raw = _mm512_shuffle_epi8(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4))),
+            _mm512_load_si512(kquant::kQK45Ctl.ctl));
+        const __m512i sm = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQK45Ctl.sh)),
+                             _mm512_load_si512(kquant::kQK45Ctl.mask)),
+            _mm512_and_si512(_mm512_srli_epi32(raw, 10), _mm512_set1_epi32(0x30)));
+        const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(sm));
+        const __m512i q0 = _mm512_loadu_si512(blk + kQs), q1 = _mm512_loadu_si512(blk + kQs + 64);
+        __m512i hb = _mm512_setzero_si512();
+        if constexpr (kFive) {  // byte 32h + l: qh[l] >> 2h, so vector j's bit is 4 (j / 2) + j % 2
+          const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+          hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
         }
-        const __m512i sub = _mm512_load_si512(kCtl.sub45[j]);
-        const __m512i pe =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, sub, s8));
-        const __m512i po =
-            _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, sub, s8));
-        const uint8_t* pj = pb + j * 128;
-        a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
-        a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
-        a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
-        a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
-      }
-      const __m512 v =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk) * pow2[b]), v, acc[r]);
-      // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
-      const __m512 m = _mm512_cvtepi32_ps(sm);
-      const __m512 xv = _mm512_maskz_loadu_ps(0xff00, xs + b * 8 - 8);
-      acc[r] =
-          _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 2))), xv, acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m512i qv = j < 2 ? q0 : q1;
+          const __m512i nib = j % 2 == 0 ? qv : _mm512_srli_epi16(qv, 4);
+          __m512i q;
+          if constexpr (kFive) {
+            const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
+                              : j == 1 ? _mm512_slli_epi16(hb, 3)
+                              : j == 2 ? hb
+                                       : _mm512_srli_epi16(hb, 1);
+            q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, nib, h, 0xCA), mask5);
+          } else {
+            q = _mm512_and_si512(nib, mask4);
+          }
+          dot16(q, kCtl.sub45[j], s8, pb + j * 128, a0, a1);
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk) * pow2[b]), planes16(a0, a1), acc);
+        // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
+        const __m512 xv = _mm512_maskz_loadu_ps(0xff00, xs + b * 8 - 8);
+        return _mm512_fnmadd_ps(
+            _mm512_mul_ps(_mm512_cvtepi32_ps(sm), _mm512_set1_ps(half_to_float(blk + 2))), xv, acc);
+      });
+}
+
+// q6_K: the 6-bit code (low nibble from ql, two high bits from qh) by the signed 8-bit scale,
+// whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32; the -32 of
+// every code is the f32 term -32 · d · Σ_j s_j · xs_j.
+template <int R>
+void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
+  block_rows<R, kQ6Bytes>(
+      rp, next, blocks, planes, y,
+      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+        // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
+        // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
+        const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
+        const __m512i lo02 = _mm512_shuffle_i64x2(z0, z1, 0x44);
+        const __m512i lo13 = _mm512_shuffle_i64x2(z0, z1, 0xEE);
+        const __m512i hb = _mm512_loadu_si512(blk + 128);
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m512i lo = j == 0   ? lo02
+                             : j == 1 ? lo13
+                             : j == 2 ? _mm512_srli_epi16(lo02, 4)
+                                      : _mm512_srli_epi16(lo13, 4);
+          // qh bits 2j, 2j + 1 to bits 4-5
+          const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
+                            : j == 1 ? _mm512_slli_epi16(hb, 2)
+                            : j == 2 ? hb
+                                     : _mm512_srli_epi16(hb, 2);
+          const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, lo, h, 0xCA), mask6);
+          dot16(q, kCtl.sub[j], _mm512_castsi128_si512(sc), pb + j * 128, a0, a1);
+        }
+        const float d = half_to_float(blk + 208);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), planes16(a0, a1), acc);
+        return _mm512_fnmadd_ps(
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d)),
+            _mm512_loadu_ps(xs + b * 16), acc);
+      });
 }
 
 // Every block's largest |x| into big[b]; false if a block cannot be split (see the header).
