@@ -430,12 +430,7 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
 #ifdef QUANTA_CPU_X86
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / gemv_xs_elems(w);
-    auto* planes = reinterpret_cast<uint8_t*>(xp);
-    const bool ok = w.scheme == Scheme::q2_K ? vnni::q2k_prep(x, K, planes, pow2)
-                    : w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K
-                        ? vnni::q45k_prep(x, K, planes, pow2)
-                        : vnni::q3k_prep(x, K, planes, pow2);
-    pow2[K / 256] = ok ? 1.0f : 0.0f;
+    pow2[K / 256] = vnni::prep(w.scheme, x, K, reinterpret_cast<uint8_t*>(xp), pow2) ? 1.0f : 0.0f;
   }
 #endif
 }

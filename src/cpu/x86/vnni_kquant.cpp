@@ -5,9 +5,10 @@
 #include "cpu/engine/kquant_scales.hpp"
 
 // GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
-// -Wmaybe-uninitialized reports at every inlined call site (a false positive).
+// -W(maybe-)uninitialized reports at inlined call sites (a false positive, GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -289,42 +290,31 @@ __m512 round_even(__m512 v) {
   return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-template <int R, class Rows>
-void gemv(const WeightPlan& w, Rows&& rows, int64_t n0, int64_t n1, float* y) {
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) {
-    const uint8_t* rp[R];
-    const uint8_t* next[R];
-    for (int r = 0; r < R; ++r) {
-      rp[r] = row_at(w, n + r);
-      next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
-    }
-    rows.template operator()<R>(rp, next, y + n);
-  }
-  for (; n < n1; ++n) {
-    const uint8_t* rp = row_at(w, n);
-    rows.template operator()<1>(&rp, &rp, y + n);
-  }
-}
-
-}  // namespace
-
-bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+// Splits x block by block: pow2[b] = 2^e, e = ilogb(largest |x| of the block) - shift, and
+// digits(xb, pb, e) writes the block's planes; a block of zeros gets zero planes.
+template <class Digits>
+bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int shift,
+                  Digits&& digits) {
   const int64_t blocks = k / kBlockElems;
   // Nothing is written until every block is usable (the caller then keeps xp as f32).
   if (!block_max(x, blocks, pow2)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
-    const float* xb = x + b * kBlockElems;
     uint8_t* pb = planes + b * kPlaneBlock;
-    const float big = pow2[b];
-    if (big == 0.0f) {
+    if (pow2[b] == 0.0f) {
       std::memset(pb, 0, kPlaneBlock);
       continue;
     }
-    // 2^e with big / 2^(e + 21) < 64, so every digit lies in [-64, 64]; each step below is an
-    // exact f32 operation (products by powers of two, remainders of at most 24 bits).
-    const int e = std::ilogb(big) - 26;
+    const int e = std::ilogb(pow2[b]) - shift;
     pow2[b] = std::ldexp(1.0f, e);
+    digits(x + b * kBlockElems, pb, e);
+  }
+  return true;
+}
+
+// q2_K: four int8 planes. big / 2^(e + 21) < 64, so every digit lies in [-64, 64]; each step is
+// an exact f32 operation (products by powers of two, remainders of at most 24 bits).
+bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return split_blocks(x, k, planes, pow2, 26, [](const float* xb, uint8_t* pb, int e) {
     const float up[4] = {std::ldexp(1.0f, -(e + 21)), std::ldexp(1.0f, -(e + 14)),
                          std::ldexp(1.0f, -(e + 7)), std::ldexp(1.0f, -e)};
     const float down[3] = {std::ldexp(1.0f, e + 21), std::ldexp(1.0f, e + 14),
@@ -340,41 +330,15 @@ bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
                          _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
       }
     }
-  }
-  return true;
+  });
 }
 
-void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y) {
-  const int64_t blocks = w.k / kBlockElems;
-  gemv<kRows>(
-      w,
-      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
-        q2k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
-      },
-      n0, n1, y);
-}
-
-namespace {
-
-// The int16 planes; code vector j's bytes 32h .. 32h + 31 are the 32 elements from
-// run_start(j, h) of the block.
+// The int16 planes: big / 2^(e + 15) < 2^14, both digits in [-2^14, 2^14], exact steps as
+// above; code vector j's bytes 32h .. 32h + 31 are the 32 elements from run_start(j, h).
 template <class RunStart>
 bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStart run_start) {
-  const int64_t blocks = k / kBlockElems;
-  if (!block_max(x, blocks, pow2)) return false;
-  alignas(64) int16_t digit[2][kBlockElems];
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* xb = x + b * kBlockElems;
-    uint8_t* pb = planes + b * kPlaneBlock;
-    const float big = pow2[b];
-    if (big == 0.0f) {
-      std::memset(pb, 0, kPlaneBlock);
-      continue;
-    }
-    // 2^e with big / 2^(e + 15) < 2^14: both digits in [-2^14, 2^14], exact steps as above.
-    const int e = std::ilogb(big) - 28;
-    pow2[b] = std::ldexp(1.0f, e);
+  return split_blocks(x, k, planes, pow2, 28, [&](const float* xb, uint8_t* pb, int e) {
+    alignas(64) int16_t digit[2][kBlockElems];
     const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 15)));
     const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 15));
     const __m512 up1 = _mm512_set1_ps(std::ldexp(1.0f, -e));
@@ -399,61 +363,68 @@ bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStar
         _mm512_store_si512(out + 64,
                            _mm512_permutex2var_epi16(h0, _mm512_load_si512(kCtl.odd), h1));
       }
-  }
-  return true;
+  });
 }
 
 }  // namespace
 
-// q3_K, q6_K: byte 32h + l of code j is element 128h + 32j + l.
-bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
-  return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
+bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  switch (scheme) {
+    case Scheme::q2_K:
+      return q2k_prep(x, k, planes, pow2);
+    case Scheme::q4_K:
+    case Scheme::q5_K:
+      // Code vectors: the low and high nibbles of qs[0, 64), then of qs[64, 128); byte 32h + l
+      // of vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
+      return int16_prep(x, k, planes, pow2,
+                        [](int j, int h) { return 128 * (j / 2) + 64 * h + 32 * (j % 2); });
+    default:  // q3_K, q6_K: byte 32h + l of code j is element 128h + 32j + l
+      return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
+  }
 }
 
-// q4_K, q5_K: code vectors are the low and high nibbles of qs[0, 64) then of qs[64, 128); byte
-// 32h + l of vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
-bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
-  return int16_prep(x, k, planes, pow2,
-                    [](int j, int h) { return 128 * (j / 2) + 64 * h + 32 * (j % 2); });
-}
-
-void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y) {
+void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+          int64_t n0, int64_t n1, float* y) {
   const int64_t blocks = w.k / kBlockElems;
-  gemv<kRows>(
-      w,
-      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
-        q3k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
-      },
-      n0, n1, y);
-}
-
-void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y) {
-  const int64_t blocks = w.k / kBlockElems;
-  gemv<kRows>(
-      w,
-      [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
-        q6k_rows<R>(rp, next, blocks, planes, pow2, xs, out);
-      },
-      n0, n1, y);
-}
-
-void q45k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-               int64_t n0, int64_t n1, float* y) {
-  const int64_t blocks = w.k / kBlockElems;
-  auto run = [&]<bool kFive>() {
-    gemv<kRows>(
-        w,
-        [&]<int R>(const uint8_t* const* rp, const uint8_t* const* next, float* out) {
-          q45k_rows<kFive, R>(rp, next, blocks, planes, pow2, xs, out);
-        },
-        n0, n1, y);
+  // Passes of kRows rows, then the rest one at a time.
+  auto by_rows = [&](auto rows_of) {
+    int64_t n = n0;
+    for (; n + kRows <= n1; n += kRows) {
+      const uint8_t* rp[kRows];
+      const uint8_t* next[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        rp[r] = row_at(w, n + r);
+        next[r] = row_at(w, n + kRows + r < w.n ? n + kRows + r : w.n - 1);
+      }
+      rows_of.template operator()<kRows>(rp, next, y + n);
+    }
+    for (; n < n1; ++n) {
+      const uint8_t* rp = row_at(w, n);
+      rows_of.template operator()<1>(&rp, &rp, y + n);
+    }
   };
-  if (w.scheme == Scheme::q5_K)
-    run.template operator()<true>();
-  else
-    run.template operator()<false>();
+  switch (w.scheme) {
+    case Scheme::q2_K:
+      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+        q2k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
+      });
+    case Scheme::q3_K:
+      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+        q3k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
+      });
+    case Scheme::q4_K:
+      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+        q45k_rows<false, R>(rp, nx, blocks, planes, pow2, xs, out);
+      });
+    case Scheme::q5_K:
+      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+        q45k_rows<true, R>(rp, nx, blocks, planes, pow2, xs, out);
+      });
+    default:
+      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+        q6k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
+      });
+  }
 }
 
 }  // namespace quanta::cpu::vnni

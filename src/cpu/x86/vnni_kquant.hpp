@@ -27,29 +27,15 @@ namespace quanta::cpu::vnni {
 // Bytes of planes per element of x (they fit the K floats of the GEMV's xp buffer).
 inline constexpr int64_t kPlaneBytesPerElem = 4;
 
-// x [k] (k a multiple of 256) -> planes [k / 256][4 planes][4 codes j][64 bytes] in the q2_K
-// byte order, and pow2[k / 256] (2^e per block). Returns false, writing nothing useful, when a
-// block holds a non-finite value or its largest |x| is nonzero and below 2^-96 (2^e would
-// leave the normal range): the caller then runs the float kernel.
-bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
+// x [k] (k a multiple of 256) -> the planes of `scheme` (a K-quant) and pow2[k / 256] (2^e per
+// block). Returns false, writing nothing useful, when a block holds a non-finite value or its
+// largest |x| is nonzero and below 2^-96 (2^e would leave the normal range): the caller then
+// runs the float kernel.
+bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2);
 
-// y[n] for n in [n0, n1) over all of K; xs: the sums of x over each 16-element sub-block.
-void q2k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y);
-
-// As q2k_prep for the int16 planes of q3_K and q6_K: [k / 256][2 planes][4 codes j][even, odd
-// bytes][32 int16].
-bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
-void q3k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y);
-// q4_K and q5_K (by w.scheme): their own order of the int16 planes, the code by the 6-bit
-// scale of its 32-element sub-block, the min term in f32. xs: sums over 32 elements.
-bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
-void q45k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-               int64_t n0, int64_t n1, float* y);
-// q6_K on q3k_prep's planes: the 6-bit code by the signed 8-bit scale (vpmaddubsw), the -32 as
-// an f32 term.
-void q6k_gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-              int64_t n0, int64_t n1, float* y);
+// y[n] for n in [n0, n1) over all of K, for w a K-quant; xs: the sums of x over each sub-block
+// (16 elements, 32 for q4_K and q5_K).
+void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+          int64_t n0, int64_t n1, float* y);
 
 }  // namespace quanta::cpu::vnni
