@@ -15,6 +15,9 @@
 //   q' = q + 4·hbit (0..7) times the scale s comes from vpmaddubsw (words, even and odd bytes
 //   apart), and vpdpwssd sums them against the planes; the -4 of every code is the f32 term
 //   -4·d·s_j·Σx.
+// q4_K, q5_K, q6_K: the same int16 planes (q4_K/q5_K in their own element order: low and high
+//   nibbles of each half of qs), the code (5 or 6 bits with the high bits) times the sub-block
+//   scale by vpmaddubsw; q6_K's -32 and the q4_K/q5_K min terms in f32.
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
