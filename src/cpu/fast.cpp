@@ -94,7 +94,7 @@ int workers_for(int threads, int64_t weights) {
 void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float* y, int threads) {
   WeightPlan w = plan;
   w.quad_pairs = true;
-  w.int8_x = true;
+  w.int8_x = vnni_active();
   Buffer xp(w.k + kGemvXPad), xs(kr.gemv_xs_count(w));
   kr.gemv_prep(w, x, xp.get(), xs.get());
   const int workers = workers_for(threads, w.n * w.k);

@@ -51,9 +51,9 @@ Isa active_isa();
 // CPU cannot run `isa`. Not meant to be flipped while other threads run matmuls.
 void force_isa(std::optional<Isa> isa);
 
-// Integer kernels inside the avx512 level (q2_K's GEMV with x split into int8 planes, on
-// AVX512-VNNI dot products and VBMI byte permutes): used where the CPU has both and the level
-// is avx512, unless QUANTA_CPU_VNNI=0 or disable_vnni(true) (tests run both paths).
+// Integer kernels inside the avx512 level (the K-quants' M = 1 GEMV with x split into integer
+// planes, on AVX512-VNNI dot products and VBMI byte permutes): used where the CPU has both and
+// the level is avx512, unless QUANTA_CPU_VNNI=0 or disable_vnni(true) (tests run both paths).
 bool vnni_active();
 void disable_vnni(bool off);
 

@@ -130,6 +130,8 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   }
 }
 
+// Two column tiles are capped at 128 registers (two blocks of 8 warps per SM): uncapped they
+// took 140 and ran 13% slower on 14336 x 5120 (docs/PERF.md). One tile keeps the default.
 template <class T, int BITS, int G, int NT>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
     qmm_affine_i8_kernel(XcArgs a) {

@@ -17,7 +17,6 @@
 #pragma once
 
 #include "cpu/engine/common.hpp"
-#include "cpu/isa.hpp"
 #ifdef QUANTA_CPU_X86
 #include "cpu/x86/vnni_kquant.hpp"
 #endif
@@ -25,7 +24,8 @@
 namespace quanta::cpu::QUANTA_ISA {
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): the K-quants at M = 1
-// on the avx512 level where the CPU has VNNI and VBMI. xs then holds, after the sub-block sums,
+// on the avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set once per call
+// so that the prep and every task agree). xs then holds, after the sub-block sums,
 // 2^e per 256-element block and a last entry: 1 if the planes were made, 0 if x could not be
 // split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
@@ -33,8 +33,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
   if constexpr (W == 16)
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
-            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K) &&
-           vnni_active();
+            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K);
 #endif
   return false;
 }

@@ -1,4 +1,4 @@
-// q2_K and q3_K GEMV on AVX512-VNNI dot products (see vnni_kquant.hpp). Built with the avx512
+// The K-quant GEMV on AVX512-VNNI dot products (see vnni_kquant.hpp). Built with the avx512
 // flags plus VNNI and VBMI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_kquant.hpp"
 
@@ -24,7 +24,7 @@ constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ4Bytes = 144, kQ5Bytes = 176,
 constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
-// Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block, in both K-quants)
+// Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block in q2_K, q3_K, q6_K)
 // belongs to sub-block 8h + 2j + (l >= 16).
 struct Ctl {
   alignas(64) uint8_t sub[4][64] = {};
@@ -100,7 +100,7 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
 }
 
-// q2_K: one block of one row.
+// q2_K, R rows at a time: the four int8 planes against q · s bytes (vpdpbusd).
 template <int R>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const uint8_t* planes, const float* pow2, const float* xs, float* y) {

@@ -27,10 +27,8 @@
 
 namespace quanta::cpu::vnni {
 
-// Bytes of planes per element of x (they fit the K floats of the GEMV's xp buffer).
-inline constexpr int64_t kPlaneBytesPerElem = 4;
-
-// x [k] (k a multiple of 256) -> the planes of `scheme` (a K-quant) and pow2[k / 256] (2^e per
+// x [k] (k a multiple of 256) -> the planes of `scheme` (a K-quant: 4 bytes per element of x,
+// so they fit the K floats of the GEMV's xp buffer) and pow2[k / 256] (2^e per
 // block). Returns false, writing nothing useful, when a block holds a non-finite value or its
 // largest |x| is nonzero and below 2^-96 (2^e would leave the normal range): the caller then
 // runs the float kernel.
