@@ -41,7 +41,9 @@ std::string pick(const Problem& p) {
 TEST_F(SelectCuda, AffineHalfActivationsByM) {
   for (DType t : {DType::f16, DType::bf16}) {
     EXPECT_EQ(pick(affine_problem(1, t)), "qmv_affine_i8");
-    EXPECT_EQ(pick(affine_problem(1, t, 3)), "qmv_affine_rd");
+    EXPECT_EQ(pick(affine_problem(1, t, 3)), "qmv_affine_i8");
+    // K a multiple of 128 but not of 4 groups: the register-direct kernel takes M = 1.
+    EXPECT_EQ(pick(affine_problem(1, t, 3, 128, 4096, 4224)), "qmv_affine_rd");
     EXPECT_EQ(pick(affine_problem(1, t, 4, 32, 4096, 4160)), "qmv_affine_tc");  // K % 128 != 0
     EXPECT_EQ(pick(affine_problem(2, t)), "qmv_affine_i8");
     for (int64_t m : {3, 4, 5, 8})
@@ -66,16 +68,9 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
 TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
   for (int b : detail::kAffineBits)
     for (int g : detail::kAffineGroups) {
-      const bool whole_bytes = b == 2 || b == 4 || b == 8;
-      EXPECT_EQ(pick(affine_problem(1, DType::f16, b, g)),
-                whole_bytes ? "qmv_affine_i8" : "qmv_affine_rd")
-          << b << " " << g;
-      EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g)),
-                whole_bytes ? "qmv_affine_i8" : "qmv_affine_rd")
-          << b << " " << g;
-      EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)),
-                whole_bytes ? "qmv_affine_i8" : "qmm_affine_tc")
-          << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(1, DType::f16, b, g)), "qmv_affine_i8") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g)), "qmv_affine_i8") << b << " " << g;
+      EXPECT_EQ(pick(affine_problem(2, DType::bf16, b, g)), "qmv_affine_i8") << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::f32, b, g)), "qmv_affine_f32") << b << " " << g;
       EXPECT_EQ(pick(affine_problem(1, DType::bf16, b, g, 14336, 5120, Layout::kn)), "qvm_affine")
           << b << " " << g;

@@ -1,6 +1,8 @@
 // qmv_affine_i8: the launcher, its `supports` rule and the dispatch over dtype x bits x group.
 // Kernels and rationale: qmv_affine_i8.cuh. Instances: qmv_affine_i8_b*.cu.
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "cuda/checks.hpp"
@@ -24,6 +26,18 @@ extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 1>(const 
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 64, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 1>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 2, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 3, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 3, 128, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32, 1>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 4, 32, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 4, 64, 1>(const I8Args&, int, cudaStream_t);
@@ -36,6 +50,30 @@ extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64, 1>(const 
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 64, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128, 1>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 4, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 5, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 5, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__half, 6, 128, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 32, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 32, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 64, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 64, 2>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 128, 1>(const I8Args&, int, cudaStream_t);
+extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 6, 128, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 1>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 8, 32, 2>(const I8Args&, int, cudaStream_t);
 extern template cudaError_t launch_qmv_affine_i8<__half, 8, 64, 1>(const I8Args&, int, cudaStream_t);
@@ -52,12 +90,13 @@ extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 2>(const
 
 std::string qmv_affine_i8_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "affine only";
-  if (p.format.bits != 2 && p.format.bits != 4 && p.format.bits != 8)
-    return "2, 4 or 8-bit codes (whole bytes of 4 codes per mma register)";
+  if (std::ranges::find(kI8QmvBits, p.format.bits) == std::end(kI8QmvBits))
+    return "2-6 or 8-bit codes";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.m > 2) return "M <= 2 (two rows of x share the code registers)";
+  // Also makes K % 128 == 0: rows of every width are whole 16-byte units, as the loads need.
   if (p.k % (4 * p.format.group_size) != 0) return "needs K % (4 * group_size) == 0";
   if (p.compute_capability != 0 && p.compute_capability < 90)
     return "needs sm_90 (programmatic dependent launch)";
@@ -89,16 +128,20 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  // H200 int4 g64: 2 warps for 14336x5120 and 27648x5120, 4 for 5120x14336.
-  const int warps =
-      i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4, 2, "QUANTA_QMV_I8_WARPS");
+  // H200 int4 g64: 2 warps for 14336x5120 and 27648x5120, 4 for 5120x14336. 3/5/6 bits start
+  // from 1 warp, so 27648x5120 takes 1 (one wave of blocks): 3-15% faster than 2 for every 3/5/6
+  // width and group at M = 1 and M = 2 (docs/perf-cuda-i8-widths.md).
+  const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
+  const int warps = i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4, whole_bytes ? 2 : 1,
+                                 "QUANTA_QMV_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-      status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
-                        : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
-    });
+    served =
+        dispatch_i8_width<kI8QmvBits>(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
+          status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                            : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+        });
   });
   if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);
   QUANTA_CUDA_CHECK(status);

@@ -1,4 +1,4 @@
-// qmv_affine_i8: affine nk, M <= 2, f16/bf16 activations, 2/4/8-bit codes, on integer mma.
+// qmv_affine_i8: affine nk, M <= 2, f16/bf16 activations, 2-6 and 8-bit codes, on integer mma.
 //
 //   x[k] ≈ d_g·(h[k] + l[k]/256)        per group g of x: d_g = max|x|/127; h, l int8 planes
 //   H[n,g] = Σ_{k∈g} q[n,k]·h[k], L = Σ q·l      exact int32 (mma m16n8k32, u8 x s8)
@@ -8,11 +8,14 @@
 // code must be tiny. Stored bytes are mma operands almost as they are: one AND (and a shift for
 // 2/4 bits) makes four u8 codes, 8-bit words are operands as loaded, and one mma multiplies
 // 512 codes. The f16 "split" kernels (qmv_affine_rd/_tc) spend ~0.1 instructions per code and
-// stall at ~40% of the roof (docs/PERF.md).
+// stall at ~40% of the roof (docs/PERF.md). 3/5/6-bit codes take byte permutes, shifts and
+// masks first (~0.7-1.2 instructions per code, cuda/i8_layout.hpp), in an order of codes over
+// the registers that x's planes follow.
 //
 // Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups, and each
 // serves every row of x (MT = M: both rows share the code registers). In a step,
-// lane (g = lane/4, q = lane%4) streams group 4s+q of rows g and g+8 in 16-byte pieces. mma
+// lane (g = lane/4, q = lane%4) streams group 4s+q of rows g and g+8 in pieces (16 bytes for
+// 2/4/8 bits; whole unpack units of up to 48 bytes for 3/5/6, see I8Geom). mma
 // columns 2q and 2q+1 are that group's h and l planes: lane (2q, q) feeds h and (2q+1, q) feeds
 // l into B, every other lane feeds zeros, so C[g][2q..2q+1] held by lane (g, q) are exactly its
 // own group's H and L: every lane applies scales for its own (row, group) pairs.
@@ -39,6 +42,7 @@
 #include <string_view>
 
 #include "cuda/common.cuh"
+#include "cuda/i8_layout.hpp"
 #include "cuda/mma.cuh"
 #include "quanta/error.hpp"
 
@@ -61,41 +65,37 @@ struct I8Args {
 // Geometry of one (bits, group) instance.
 template <int BITS, int G>
 struct I8Geom {
+  static constexpr bool kWholeBytes = BITS == 2 || BITS == 4 || BITS == 8;
   static constexpr int kGroupBytes = G * BITS / 8;
-  static constexpr int kPieceBytes = kGroupBytes < 16 ? kGroupBytes : 16;  // one load per row
-  static constexpr int kPieces = kGroupBytes / kPieceBytes;                // per group
-  static constexpr int kWords = kPieceBytes / 4;                           // code words per piece
-  static constexpr int kRegsPerWord = 8 / BITS;          // u8x4 registers a word makes
-  static constexpr int kRegs = kWords * kRegsPerWord;    // per piece and row
-  static constexpr int kSlices = kRegs / 2;              // mma k32 slices per piece
-  static constexpr int kCodes = kPieceBytes * 8 / BITS;  // codes per piece
+  // One load per row and piece for 2/4/8 bits. 3/5/6-bit pieces are whole unpack units: the
+  // whole group up to 48 bytes (12-48), else half of it (40 for 5-bit g128, 48 for 6-bit g128),
+  // loaded in 16, 8 or 4-byte parts as the piece's offsets allow (rows are 16-byte aligned).
+  static constexpr int kPieceBytes = kWholeBytes         ? std::min(kGroupBytes, 16)
+                                     : kGroupBytes <= 48 ? kGroupBytes
+                                                         : kGroupBytes / 2;
+  static constexpr int kLoadWords = kPieceBytes % 16 == 0 ? 4 : kPieceBytes % 8 == 0 ? 2 : 1;
+  static constexpr int kPieces = kGroupBytes / kPieceBytes;  // per group
+  static constexpr int kWords = kPieceBytes / 4;             // code words per piece
+  static constexpr int kUnits = kWords / I8Unit<BITS>::kWords;
+  static constexpr int kRegs = kUnits * I8Unit<BITS>::kRegs;  // per piece and row
+  static constexpr int kSlices = kRegs / 2;                   // mma k32 slices per piece
+  static constexpr int kCodes = kPieceBytes * 8 / BITS;       // codes per piece
   // Steps held in registers; each piece is refilled right after use, so about 4-6 pieces are in
   // flight per lane (H200 int4 g64: at M = 1, 6 pieces ran 5-15% faster than 4 and 8 slower; at
-  // M = 2, where the registers are capped, 6 ran 10-20% slower than 4).
+  // M = 2, where the registers are capped, 6 ran 10-20% slower than 4). 3/5/6 bits: the steps
+  // nearest to 96 bytes per row at M = 1 (at least 2 below 96-byte groups: 5-bit g128 ran 3-15%
+  // faster with 2 than 1) and to 64 at M = 2; ~2/3 and ~1.5x of that ran slower on most shapes.
   template <int MT>
-  static constexpr int kDepth = kPieces == 1 ? 4 : std::max(1, (MT == 1 ? 6 : 4) / kPieces);
-  static_assert(kCodes == kSlices * 8 && kRegs % 2 == 0);
+  static constexpr int kDepth = kWholeBytes
+                                    ? (kPieces == 1 ? 4 : std::max(1, (MT == 1 ? 6 : 4) / kPieces))
+                                : MT == 1 ? std::max(kGroupBytes < 96 ? 2 : 1,
+                                                     (96 + kGroupBytes / 2) / kGroupBytes)
+                                          : std::max(1, (64 + kGroupBytes / 2) / kGroupBytes);
+  static_assert(kCodes == kSlices * 8 && kRegs % 2 == 0 && kSlices % 2 == 0);
+  static_assert(kWords % I8Unit<BITS>::kWords == 0 && kGroupBytes % kPieceBytes == 0);
   // B words of one (group, plane): [piece][slice][2].
   static constexpr int kPlaneWords = kPieces * kSlices * 2;
 };
-
-// Code register r of a piece holds, in byte t, the code at piece position i8_pos(r, t).
-template <int BITS>
-__host__ __device__ constexpr int i8_pos(int r, int t) {
-  constexpr int kRegsPerWord = 8 / BITS, kCodesPerWord = 32 / BITS;
-  return (r / kRegsPerWord) * kCodesPerWord + (r % kRegsPerWord) + kRegsPerWord * t;
-}
-
-template <int BITS, int WORDS>
-__device__ __forceinline__ uint32_t i8_code_reg(const uint32_t (&w)[WORDS], int r) {
-  constexpr int kRegsPerWord = 8 / BITS;
-  constexpr uint32_t kMask = ((1u << BITS) - 1u) * 0x01010101u;
-  if constexpr (BITS == 8) {
-    return w[r];
-  } else {
-    return (w[r / kRegsPerWord] >> (BITS * (r % kRegsPerWord))) & kMask;
-  }
-}
 
 // D = A·B + D, A 16x32 u8 (row), B 32x8 s8 (col), s32 accumulate. Fragments (PTX ISA,
 // "mma.m16n8k32"), g = lane / 4, q = lane % 4: a[0] = A[g][4q..4q+3], a[1] = A[g+8][4q..],
@@ -117,8 +117,9 @@ __device__ __forceinline__ void grid_dependency_release() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
-// Pre-pass: one thread per code word of x's positions (32/BITS elements). Group max and sum by
-// shuffles among the G·BITS/32 threads of a group (consecutive lanes of one warp).
+// Pre-pass: one thread per unpack unit of x's positions (I8Unit: 32/BITS elements for 2/4/8
+// bits, 32 for 3/5 bits, 16 for 6). Group max and sum by shuffles among the group's threads
+// (consecutive lanes of one warp).
 template <class T, int BITS, int G>
 __global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, float2* gx_rows,
                                     int k) {
@@ -128,9 +129,9 @@ __global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * (k / G);
   grid_dependency_release();  // the main kernel may start loading codes now
   using Geom = I8Geom<BITS, G>;
-  constexpr int kPerThread = 32 / BITS;  // x elements: one code word's positions
+  constexpr int kPerThread = I8Unit<BITS>::kCodes;  // x elements: one unit's positions
   constexpr int kThreadsPerGroup = G / kPerThread;
-  constexpr int kRegs = Geom::kRegsPerWord;  // B registers this word makes per plane
+  constexpr int kRegs = I8Unit<BITS>::kRegs;  // B registers this unit makes per plane
   const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const bool live = t < k / kPerThread;
   float v[kPerThread];
@@ -151,41 +152,46 @@ __global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   if (!live) return;
   const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
   const float inv = 1.0f / d;
-  const int group = t / kThreadsPerGroup, word_in_group = t % kThreadsPerGroup;
-  if (word_in_group == 0) gx[group] = make_float2(d, sum);
-  const int piece = word_in_group / Geom::kWords, word_in_piece = word_in_group % Geom::kWords;
+  const int group = t / kThreadsPerGroup, unit_in_group = t % kThreadsPerGroup;
+  if (unit_in_group == 0) gx[group] = make_float2(d, sum);
+  const int piece = unit_in_group / Geom::kUnits, unit_in_piece = unit_in_group % Geom::kUnits;
   uint32_t* out = planes + static_cast<int64_t>(group) * 2 * Geom::kPlaneWords;
 #pragma unroll
   for (int j = 0; j < kRegs; ++j) {
     uint32_t wh = 0, wl = 0;
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      const float xv = v[i8_pos<BITS>(j, b)];  // register j of this word: positions j + rpw·b
+      const float xv = v[i8_pos<BITS>(j, b)];  // register j of this unit
       const float h = fminf(fmaxf(rintf(xv * inv), -127.0f), 127.0f);
       const float r = fmaf(-h, d, xv);  // |r| <= d/2
       const float l = fminf(fmaxf(rintf(r * inv * 256.0f), -127.0f), 127.0f);
       wh |= (static_cast<uint32_t>(static_cast<int32_t>(h)) & 0xffu) << (8 * b);
       wl |= (static_cast<uint32_t>(static_cast<int32_t>(l)) & 0xffu) << (8 * b);
     }
-    // Code register r = word_in_piece·kRegs + j of the piece is slice r/2, half r%2.
-    const int r = word_in_piece * kRegs + j;
+    // Code register r = unit_in_piece·kRegs + j of the piece is slice r/2, half r%2.
+    const int r = unit_in_piece * kRegs + j;
     const int idx = (piece * Geom::kSlices + r / 2) * 2 + r % 2;
     out[idx] = wh;
     out[Geom::kPlaneWords + idx] = wl;
   }
 }
 
-template <int WORDS>
+// WORDS words at src in loads of LOAD words (src aligned to them).
+template <int WORDS, int LOAD>
 __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[WORDS]) {
-  if constexpr (WORDS == 4) {
-    const uint4 a = *reinterpret_cast<const uint4*>(src);
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
-  } else if constexpr (WORDS == 2) {
-    const uint2 a = *reinterpret_cast<const uint2*>(src);
-    w[0] = a.x, w[1] = a.y;
-  } else {
-    static_assert(WORDS == 1);
-    w[0] = *reinterpret_cast<const uint32_t*>(src);
+  static_assert(WORDS % LOAD == 0);
+#pragma unroll
+  for (int i = 0; i < WORDS; i += LOAD) {
+    if constexpr (LOAD == 4) {
+      const uint4 a = *reinterpret_cast<const uint4*>(src + 4 * i);
+      w[i] = a.x, w[i + 1] = a.y, w[i + 2] = a.z, w[i + 3] = a.w;
+    } else if constexpr (LOAD == 2) {
+      const uint2 a = *reinterpret_cast<const uint2*>(src + 4 * i);
+      w[i] = a.x, w[i + 1] = a.y;
+    } else {
+      static_assert(LOAD == 1);
+      w[i] = *reinterpret_cast<const uint32_t*>(src + 4 * i);
+    }
   }
 }
 
@@ -197,13 +203,15 @@ __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
 // ---- host side shared with qmm_affine_i8 ------------------------------------------------------
 
 inline constexpr int kI8Bits[] = {2, 4, 8};  // whole bytes of 4 codes per mma register
+// qmv_affine_i8 also unpacks 3/5/6-bit units (cuda/i8_layout.hpp); qmm_affine_i8 does not.
+inline constexpr int kI8QmvBits[] = {2, 3, 4, 5, 6, 8};
 
 // f.template operator()<BITS, G>() for the runtime width and group; false when either is not
-// one the integer-mma kernels serve.
-template <class F>
+// in the lists the calling kernel serves.
+template <const auto& Bits = kI8Bits, class F>
 bool dispatch_i8_width(int bits, int group, F&& f) {
   bool hit = false;
-  dispatch_value<kI8Bits>(bits, [&]<int BITS>() {
+  dispatch_value<Bits>(bits, [&]<int BITS>() {
     hit = dispatch_value<quanta::detail::kAffineGroups>(
         group, [&]<int G>() { f.template operator()<BITS, G>(); });
   });
@@ -231,6 +239,7 @@ template <class T, int BITS, int G, int MT>
 __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
   using Geom = I8Geom<BITS, G>;
   constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::template kDepth<MT>;
+  constexpr int LW = Geom::kLoadWords;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int warps = static_cast<int>(blockDim.x) >> 5;
@@ -256,8 +265,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
-      i8_load_piece<W>(w_lo + off, lo);
-      i8_load_piece<W>(w_hi + off, hi);
+      i8_load_piece<W, LW>(w_lo + off, lo);
+      i8_load_piece<W, LW>(w_hi + off, hi);
     }
   };
   auto load_sb = [&](int s, T(&sb)[4]) {
@@ -295,10 +304,15 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
       for (int p = 0; p < P; ++p) {
         // The codes of this piece, as u8x4 mma registers, serve every row of x.
         uint32_t a_lo[Geom::kRegs], a_hi[Geom::kRegs];
+        if constexpr (Geom::kWholeBytes) {  // (row by row for 3/5/6: the permutes share work)
 #pragma unroll
-        for (int r = 0; r < Geom::kRegs; ++r) {
-          a_lo[r] = i8_code_reg<BITS, W>(ring_lo[u][p], r);
-          a_hi[r] = i8_code_reg<BITS, W>(ring_hi[u][p], r);
+          for (int r = 0; r < Geom::kRegs; ++r) {
+            a_lo[r] = i8_code_reg<BITS, W>(ring_lo[u][p], r);
+            a_hi[r] = i8_code_reg<BITS, W>(ring_hi[u][p], r);
+          }
+        } else {
+          i8_unpack<BITS, W>(ring_lo[u][p], a_lo);
+          i8_unpack<BITS, W>(ring_hi[u][p], a_hi);
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
@@ -361,7 +375,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 // (its first code loads overlap the pre-pass).
 template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
-  const int threads = a.k * BITS / 32;
+  const int threads = a.k / I8Unit<BITS>::kCodes;
   qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
