@@ -194,15 +194,16 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   }
 }
 
-// The K-quants' integer GEMVs (q2_K-q6_K) split x into planes per 256-element block (2^e
-// from the block's largest |x|): outliers 10^4 times the rest, a block of zeros, a block of values
-// near 2^-90 and one with a value near 10^30 must still meet the f32 bound; a NaN, an infinity or a
-// block below 2^-96 make them fall back to the float kernels (NaN or the exact value, not a
-// wrong one). Runs on every level (the planes only on avx512 with VNNI).
-class KQuantExtremes : public ::testing::TestWithParam<Scheme> {};
+// The integer GEMVs (q2_K-q6_K, affine 4-bit) split x into planes per block of 256 (128 for
+// affine) elements, 2^e from the block's largest |x|: outliers 10^4 times the rest, a block of
+// zeros, a block of values near 2^-90 and one with a value near 10^30 must still meet the f32
+// bound; a NaN, an infinity or a block below 2^-96 make them fall back to the float kernels
+// (NaN or the exact value, not a wrong one). Runs on every level (the planes only on avx512
+// with VNNI).
+class PlaneExtremes : public ::testing::TestWithParam<Format> {};
 
-TEST_P(KQuantExtremes, ActivationExtremes) {
-  const Case c{Format::gguf(GetParam())};
+TEST_P(PlaneExtremes, ActivationExtremes) {
+  const Case c{GetParam()};
   const int64_t N = 37, K = 2048;
   const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 3);
   auto run = [&](const char* what, auto&& edit) {
@@ -224,6 +225,9 @@ TEST_P(KQuantExtremes, ActivationExtremes) {
     for (int64_t i = 512; i < 768; ++i) set(x, i, x.at(i) * 0x1p-90f);
   });
   run("huge value", [&](test::Dense& x) { set(x, 900, 1.0e30f); });
+  // A block maximum just under a power of two: its leading digit rounds past 127 at the
+  // first 2^e tried.
+  run("maximum near 2^k", [&](test::Dense& x) { set(x, 1100, 3.999f), set(x, 1300, -7.9999f); });
   run("below 2^-96 (float kernel)", [&](test::Dense& x) {
     for (int64_t i = 768; i < 1024; ++i) set(x, i, x.at(i) * 0x1p-110f);
   });
@@ -247,11 +251,16 @@ TEST_P(KQuantExtremes, ActivationExtremes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, KQuantExtremes,
-                         ::testing::Values(Scheme::q2_K, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K,
-                                           Scheme::q6_K),
-                         [](const ::testing::TestParamInfo<Scheme>& i) {
-                           return std::string(Format::gguf(i.param).name());
+INSTANTIATE_TEST_SUITE_P(Int8Planes, PlaneExtremes,
+                         ::testing::Values(Format::gguf(Scheme::q2_K), Format::gguf(Scheme::q3_K),
+                                           Format::gguf(Scheme::q4_K), Format::gguf(Scheme::q5_K),
+                                           Format::gguf(Scheme::q6_K), Format::affine(4, 32),
+                                           Format::affine(4, 64), Format::affine(4, 128)),
+                         [](const ::testing::TestParamInfo<Format>& i) {
+                           std::string s(i.param.name());
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
                          });
 
 // 16-bit activations (affine scales then share that dtype) on the best level and the

@@ -18,24 +18,32 @@
 
 #include "cpu/engine/common.hpp"
 #ifdef QUANTA_CPU_X86
+#include "cpu/x86/vnni_affine.hpp"
 #include "cpu/x86/vnni_kquant.hpp"
 #endif
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp): the K-quants at M = 1
-// on the avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set once per call
-// so that the prep and every task agree). xs then holds, after the sub-block sums,
-// 2^e per 256-element block and a last entry: 1 if the planes were made, 0 if x could not be
-// split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
+// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
+// K-quants and affine 4-bit (K a multiple of 128) at M = 1 on the avx512 level when the driver
+// found VNNI and VBMI usable (w.int8_x, set once per call so that the prep and every task
+// agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per 256-element
+// block for the K-quants, per group for affine) and a last entry: 1 if the planes were made, 0
+// if x could not be split (non-finite or tiny values; xp then holds x as f32 and the float
+// kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
-            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K);
+            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
+            (w.scheme == Scheme::affine && w.bits == 4 && w.k % vnni::kAffineBlock == 0));
 #endif
   return false;
+}
+
+inline int64_t gemv_int8_pow2_count(const WeightPlan& w) {
+  return w.scheme == Scheme::affine ? w.k / w.group : w.k / 256;
 }
 
 // Groups whose scales are converted to f32 per pass (a stack buffer per row).
@@ -390,7 +398,7 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
 
 inline int64_t gemv_xs_count(const WeightPlan& w) {
   const int64_t e = gemv_xs_elems(w);
-  return (e ? w.k / e : 0) + (gemv_int8_x(w) ? w.k / 256 + 1 : 0);
+  return (e ? w.k / e : 0) + (gemv_int8_x(w) ? gemv_int8_pow2_count(w) + 1 : 0);
 }
 
 // Whether the format's GEMV reads x in the 2-bit quad order (kQuadOrder).
@@ -429,7 +437,10 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
 #ifdef QUANTA_CPU_X86
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / gemv_xs_elems(w);
-    pow2[K / 256] = vnni::prep(w.scheme, x, K, reinterpret_cast<uint8_t*>(xp), pow2) ? 1.0f : 0.0f;
+    auto* planes = reinterpret_cast<uint8_t*>(xp);
+    const bool made = w.scheme == Scheme::affine ? vnni::affine_prep(w, x, planes, pow2)
+                                                 : vnni::prep(w.scheme, x, K, planes, pow2);
+    pow2[gemv_int8_pow2_count(w)] = made ? 1.0f : 0.0f;
   }
 #endif
 }

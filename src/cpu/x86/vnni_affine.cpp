@@ -1,0 +1,242 @@
+// The affine 4-bit GEMV on AVX512-VNNI dot products (see vnni_affine.hpp). Built with the
+// avx512 flags plus VNNI and VBMI (src/CMakeLists.txt).
+#include "cpu/x86/vnni_affine.hpp"
+
+// GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
+// -W(maybe-)uninitialized reports at inlined call sites (a false positive, GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cmath>
+
+namespace quanta::cpu::vnni {
+
+namespace {
+
+constexpr int64_t kBlock = kAffineBlock;
+constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x (even, odd elements)
+constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
+// Rows per pass. From DRAM on the 2-core Zen 5 VM, 4 rows ran as fast as the float kernel or
+// faster (g128: up to 1.4x); 1 and 2 rows were slower (docs/perf-cpu.md).
+constexpr int kRows = 4;
+
+struct Ctl {
+  alignas(64) uint8_t even[64] = {};  // bytes 0, 2, .. 126 of two 64-byte runs (vpermt2b)
+  alignas(64) uint8_t odd[64] = {};
+  alignas(64) int32_t g32[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
+  alignas(64) int32_t g64[16] = {};
+  constexpr Ctl() {
+    for (int i = 0; i < 64; ++i) {
+      even[i] = static_cast<uint8_t>(2 * i);
+      odd[i] = static_cast<uint8_t>(2 * i + 1);
+    }
+    for (int t = 0; t < 16; ++t) {
+      g32[t] = t / 4;
+      g64[t] = t / 8;
+    }
+  }
+};
+alignas(64) constexpr Ctl kCtl{};
+
+__m512 round_even(__m512 v) {
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// Largest |x| of every block into big[b]; false if a block cannot be split (see the header).
+bool block_max(const float* x, int64_t blocks, float* big) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int v = 0; v < kBlock / 16; ++v) {
+      const __m512 xv = _mm512_loadu_ps(x + b * kBlock + 16 * v);
+      if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q) != 0) return false;  // NaN
+      mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, xv));
+    }
+    big[b] = _mm512_reduce_max_ps(mx);
+    if (!std::isfinite(big[b]) || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
+  }
+  return true;
+}
+
+// The block's planes at 2^e: plane p, then its even elements, then its odd ones (the low and
+// high nibbles of the codes' bytes). Each step is exact: products by powers of two, and
+// remainders smaller than the value they come from, on a grid x already lies on.
+void block_digits(const float* xb, uint8_t* pb, int e) {
+  alignas(64) int8_t digit[3][kBlock];
+  const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 14)));
+  const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 14));
+  const __m512 up1 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 7)));
+  const __m512 down1 = _mm512_set1_ps(std::ldexp(1.0f, e + 7));
+  const __m512 up2 = _mm512_set1_ps(std::ldexp(1.0f, -e));
+  for (int v = 0; v < kBlock / 16; ++v) {
+    const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
+    const __m512 c0 = round_even(_mm512_mul_ps(xv, up0));
+    const __m512 r1 = _mm512_fnmadd_ps(c0, down0, xv);
+    const __m512 c1 = round_even(_mm512_mul_ps(r1, up1));
+    const __m512 c2 = round_even(_mm512_mul_ps(_mm512_fnmadd_ps(c1, down1, r1), up2));
+    const __m512 c[3] = {c0, c1, c2};
+    for (int p = 0; p < 3; ++p)
+      _mm_store_si128(reinterpret_cast<__m128i*>(digit[p] + 16 * v),
+                      _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c[p])));
+  }
+  for (int p = 0; p < 3; ++p) {
+    const __m512i lo = _mm512_load_si512(digit[p]), hi = _mm512_load_si512(digit[p] + 64);
+    _mm512_storeu_si512(pb + p * 128,
+                        _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.even), hi));
+    _mm512_storeu_si512(pb + p * 128 + 64,
+                        _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.odd), hi));
+  }
+}
+
+// `cnt` (<= 16) scales or biases of dtype t from p, as f32 (zeros past cnt).
+__m512 load_sd(const uint8_t* p, DType t, int cnt) {
+  const __mmask16 m = cnt >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cnt) - 1u);
+  if (t == DType::f32) return _mm512_maskz_loadu_ps(m, p);
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  if (t == DType::f16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
+}
+
+void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+const uint8_t* row_at(const WeightPlan& w, int64_t r) {
+  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
+}
+
+// R rows per pass, as the K-quant kernels: each vector of planes (loaded once) serves R rows,
+// and each row's codes are prefetched R rows ahead at the same offset (one request per line).
+// Per 64 bytes of codes: the low and high nibbles against the even and odd elements of the
+// three planes, c0·2^14 + c1·2^7 + c2 in int32 (|.| < 2^28, exact), and one FMA with the scales
+// of the vector's groups (times their block's 2^e).
+template <int G, int R>
+void affine4_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
+                  const uint8_t* planes, const float* group_pow2, const float* xs, float* y) {
+  constexpr int64_t kGroupBytes = G / 2, kGroupsPerVec = kBlock / G;
+  const int64_t ng = w.k / G;
+  const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
+  const __m512i mask4 = _mm512_set1_epi8(0x0F);
+  const __m512i lane_group = _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  alignas(64) float sc[R][kGroupBlock + 16];
+  const uint8_t* rp[R];
+  const uint8_t* np[R];
+  __m512 acc[R], bacc[R];
+  for (int r = 0; r < R; ++r) {
+    rp[r] = row_at(w, rows[r]);
+    np[r] = row_at(w, next[r]);
+    acc[r] = bacc[r] = _mm512_setzero_ps();
+  }
+  for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
+    const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* sp = w.scales + (rows[r] * ng + g0) * sz;
+      const uint8_t* bp = w.biases + (rows[r] * ng + g0) * sz;
+      for (int i = 0; i < cnt; i += 16) {
+        const int c = cnt - i < 16 ? cnt - i : 16;
+        const __mmask16 m = c == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
+        _mm512_store_ps(sc[r] + i, _mm512_mul_ps(load_sd(sp + i * sz, w.scale_dtype, c),
+                                                 _mm512_maskz_loadu_ps(m, group_pow2 + g0 + i)));
+        bacc[r] = _mm512_fmadd_ps(load_sd(bp + i * sz, w.scale_dtype, c),
+                                  _mm512_maskz_loadu_ps(m, xs + g0 + i), bacc[r]);
+      }
+    }
+    const uint8_t* pb = planes + g0 * G / kBlock * kPlaneBytes;
+    const int64_t vecs = cnt * G / kBlock, off0 = g0 * kGroupBytes;
+    // The next pass's scales and biases (short bursts the hardware prefetchers miss), a line
+    // per vector: all at once, they overflowed the L1's miss buffers and were dropped.
+    const int64_t sc_lines = (cnt * sz + 63) / 64;
+    for (int64_t c = 0; c < vecs; ++c) {
+      if (c < sc_lines)
+        for (int r = 0; r < R; ++r) {
+          const int64_t ahead = (next[r] * ng + g0) * sz + c * 64;
+          prefetch(w.scales + ahead);
+          prefetch(w.biases + ahead);
+        }
+      const uint8_t* xb = pb + c * kPlaneBytes;
+      __m512i xv[6];
+      for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+      const int64_t off = off0 + c * 64;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        prefetch(np[r] + off);
+        const __m512i raw = _mm512_loadu_si512(rp[r] + off);
+        const __m512i lo = _mm512_and_si512(raw, mask4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
+        __m512i a[3];
+        for (int p = 0; p < 3; ++p)
+          a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xv[2 * p]), hi,
+                                     xv[2 * p + 1]);
+        const __m512i t = _mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]);
+        const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][c])
+                                  : _mm512_permutexvar_ps(
+                                        lane_group, _mm512_loadu_ps(sc[r] + c * kGroupsPerVec));
+        acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(t), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + _mm512_reduce_add_ps(bacc[r]);
+}
+
+template <int G>
+void affine4_rows(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
+                  const float* xs, int64_t n0, int64_t n1, float* y) {
+  constexpr int R = kRows;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    int64_t rows[R], next[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = n + r;
+      next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
+    }
+    affine4_pass<G, R>(w, rows, next, planes, group_pow2, xs, y + n);
+  }
+  for (; n < n1; ++n) affine4_pass<G, 1>(w, &n, &n, planes, group_pow2, xs, y + n);
+}
+
+}  // namespace
+
+bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
+  const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
+  // Nothing is written to the planes until every block is usable (the caller keeps xp as f32).
+  float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
+  if (!block_max(x, blocks, big)) return false;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* pb = planes + b * kPlaneBytes;
+    if (big[b] == 0.0f) {
+      for (int64_t i = 0; i < kPlaneBytes; i += 64)
+        _mm512_storeu_si512(pb + i, _mm512_setzero_si512());
+      big[b] = 1.0f;
+      continue;
+    }
+    // The largest |x| / 2^(e + 14) in [64, 128), or [32, 64) where it would round to 128.
+    int e = std::ilogb(big[b]) - 20;
+    if (std::nearbyint(std::ldexp(big[b], -(e + 14))) > 127.0f) ++e;
+    block_digits(x + b * kBlock, pb, e);
+    big[b] = std::ldexp(1.0f, e);
+  }
+  // Every group takes its block's 2^e; from the last block down, as big[] is read in place.
+  for (int64_t b = blocks - 1; b >= 0; --b) {
+    const float p = big[b];
+    for (int64_t j = per_block - 1; j >= 0; --j) group_pow2[b * per_block + j] = p;
+  }
+  return true;
+}
+
+void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
+                 const float* xs, int64_t n0, int64_t n1, float* y) {
+  switch (w.group) {
+    case 32:
+      return affine4_rows<32>(w, planes, group_pow2, xs, n0, n1, y);
+    case 64:
+      return affine4_rows<64>(w, planes, group_pow2, xs, n0, n1, y);
+    default:
+      return affine4_rows<128>(w, planes, group_pow2, xs, n0, n1, y);
+  }
+}
+
+}  // namespace quanta::cpu::vnni
