@@ -91,10 +91,25 @@ int workers_for(int threads, int64_t weights) {
   return weights < kParallelWeights ? 1 : threads;
 }
 
+// Whether the M = 1 GEMV of w may take x as integer planes (the VNNI kernels). Affine 4-bit in
+// groups of 32 ran 8-12% slower on them than the float kernel from DRAM on the 2-core Zen 5
+// (its scale and bias streams, a third of the bytes, read worse beside four rows' codes) but
+// 1.2-1.5x faster from L3: there they run only while the matrix fits in L3
+// (docs/perf-cpu.md).
+bool gemv_int8_pays(const WeightPlan& w) {
+  if (w.scheme != Scheme::affine || w.group != 32) return true;
+  static const int64_t l3 = [] {
+    const long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? static_cast<int64_t>(v) : int64_t{8} << 20;
+  }();
+  const int64_t sd = w.scale_dtype == DType::f32 ? 4 : 2;
+  return w.n * (w.row_bytes + 2 * sd * (w.k / w.group)) <= l3;
+}
+
 void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float* y, int threads) {
   WeightPlan w = plan;
   w.quad_pairs = true;
-  w.int8_x = vnni_active();
+  w.int8_x = vnni_active() && gemv_int8_pays(w);
   Buffer xp(w.k + kGemvXPad), xs(kr.gemv_xs_count(w));
   kr.gemv_prep(w, x, xp.get(), xs.get());
   const int workers = workers_for(threads, w.n * w.k);

@@ -19,8 +19,10 @@ namespace {
 constexpr int64_t kBlock = kAffineBlock;
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x (even, odd elements)
 constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
-// Rows per pass. From DRAM on the 2-core Zen 5 VM, 4 rows ran as fast as the float kernel or
-// faster (g128: up to 1.4x); 1 and 2 rows were slower (docs/perf-cpu.md).
+// Rows per pass, each prefetched a pass ahead at the same offset. From DRAM on the 2-core Zen 5
+// VM, 4 rows ran within a few % of the float kernel (g128 up to 1.4x faster when the VM's
+// memory was fast); 1 row (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and g32,
+// prefetching 2-6 KB ahead with 4 rows too (docs/perf-cpu.md).
 constexpr int kRows = 4;
 
 struct Ctl {
