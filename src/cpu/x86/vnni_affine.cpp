@@ -2,15 +2,9 @@
 // avx512 flags plus VNNI and VBMI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_affine.hpp"
 
-// GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
-// -W(maybe-)uninitialized reports at inlined call sites (a false positive, GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cmath>
+
+#include "cpu/x86/vnni_common.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -42,26 +36,6 @@ struct Ctl {
   }
 };
 alignas(64) constexpr Ctl kCtl{};
-
-__m512 round_even(__m512 v) {
-  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
-// Largest |x| of every block into big[b]; false if a block cannot be split (see the header).
-bool block_max(const float* x, int64_t blocks, float* big) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m512 mx = _mm512_setzero_ps();
-    for (int v = 0; v < kBlock / 16; ++v) {
-      const __m512 xv = _mm512_loadu_ps(x + b * kBlock + 16 * v);
-      if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q) != 0) return false;  // NaN
-      mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, xv));
-    }
-    big[b] = _mm512_reduce_max_ps(mx);
-    if (!std::isfinite(big[b]) || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
-  }
-  return true;
-}
 
 // The block's planes at 2^e: plane p, then its even elements, then its odd ones (the low and
 // high nibbles of the codes' bytes). Each step is exact: products by powers of two, and
@@ -104,10 +78,6 @@ __m512 load_sd(const uint8_t* p, DType t, int cnt) {
 
 void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-}
-
-const uint8_t* row_at(const WeightPlan& w, int64_t r) {
-  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
 }
 
 // R rows per pass, as the K-quant kernels: each vector of planes (loaded once) serves R rows,
@@ -206,7 +176,7 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   // Nothing is written to the planes until every block is usable (the caller keeps xp as f32).
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
-  if (!block_max(x, blocks, big)) return false;
+  if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
     if (big[b] == 0.0f) {

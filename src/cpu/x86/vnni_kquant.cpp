@@ -2,18 +2,11 @@
 // flags plus VNNI and VBMI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_kquant.hpp"
 
-#include "cpu/engine/kquant_scales.hpp"
-
-// GCC 12's AVX-512 headers build masked builtins on _mm512_undefined_*, which
-// -W(maybe-)uninitialized reports at inlined call sites (a false positive, GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstring>
+
+#include "cpu/engine/kquant_scales.hpp"
+#include "cpu/x86/vnni_common.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -53,10 +46,6 @@ float half_to_float(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-const uint8_t* row_at(const WeightPlan& w, int64_t r) {
-  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
 }
 
 void prefetch_block(const uint8_t* p, int64_t bytes) {
@@ -269,27 +258,6 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// Every block's largest |x| into big[b]; false if a block cannot be split (see the header).
-bool block_max(const float* x, int64_t blocks, float* big) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* xb = x + b * kBlockElems;
-    __m512 mx = _mm512_setzero_ps();
-    for (int v = 0; v < 16; ++v) {
-      const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
-      if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q) != 0) return false;  // NaN
-      mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, xv));
-    }
-    big[b] = _mm512_reduce_max_ps(mx);
-    if (!std::isfinite(big[b]) || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
-  }
-  return true;
-}
-
-__m512 round_even(__m512 v) {
-  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
 // Splits x block by block: pow2[b] = 2^e, e = ilogb(largest |x| of the block) - shift, and
 // digits(xb, pb, e) writes the block's planes; a block of zeros gets zero planes.
 template <class Digits>
@@ -297,7 +265,7 @@ bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int s
                   Digits&& digits) {
   const int64_t blocks = k / kBlockElems;
   // Nothing is written until every block is usable (the caller then keeps xp as f32).
-  if (!block_max(x, blocks, pow2)) return false;
+  if (!block_max<kBlockElems>(x, blocks, pow2)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBlock;
     if (pow2[b] == 0.0f) {
