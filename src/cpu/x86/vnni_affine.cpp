@@ -20,15 +20,20 @@ constexpr int kGroupBlock = 64;              // groups whose scales are made f32
 constexpr int kRows = 4;
 
 struct Ctl {
-  alignas(64) uint8_t even[64] = {};  // bytes 0, 2, .. 126 of two 64-byte runs (vpermt2b)
-  alignas(64) uint8_t odd[64] = {};
+  // The two 64-byte vectors of a block's codes, as plane positions: 4-bit, the low and high
+  // nibbles, so vector v byte i is element 2i + v; every other width, 8-code chunk 2q + v in
+  // qword q, so vector v byte 8q + b is element 16q + 8v + b. Either way int32 lane t of both
+  // vectors covers elements [8t, 8t + 8) or [16(t/2), 16(t/2) + 16): one group (>= 32).
+  alignas(64) uint8_t nibble[2][64] = {};
+  alignas(64) uint8_t chunk[2][64] = {};
   alignas(64) int32_t g32[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
   alignas(64) int32_t g64[16] = {};
   constexpr Ctl() {
-    for (int i = 0; i < 64; ++i) {
-      even[i] = static_cast<uint8_t>(2 * i);
-      odd[i] = static_cast<uint8_t>(2 * i + 1);
-    }
+    for (int v = 0; v < 2; ++v)
+      for (int i = 0; i < 64; ++i) {
+        nibble[v][i] = static_cast<uint8_t>(2 * i + v);
+        chunk[v][i] = static_cast<uint8_t>(16 * (i / 8) + 8 * v + i % 8);
+      }
     for (int t = 0; t < 16; ++t) {
       g32[t] = t / 4;
       g64[t] = t / 8;
@@ -40,7 +45,7 @@ alignas(64) constexpr Ctl kCtl{};
 // The block's planes at 2^e: plane p, then its even elements, then its odd ones (the low and
 // high nibbles of the codes' bytes). Each step is exact: products by powers of two, and
 // remainders smaller than the value they come from, on a grid x already lies on.
-void block_digits(const float* xb, uint8_t* pb, int e) {
+void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
   alignas(64) int8_t digit[3][kBlock];
   const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 14)));
   const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 14));
@@ -58,12 +63,55 @@ void block_digits(const float* xb, uint8_t* pb, int e) {
       _mm_store_si128(reinterpret_cast<__m128i*>(digit[p] + 16 * v),
                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c[p])));
   }
+  const uint8_t(*order)[64] = bits == 4 ? kCtl.nibble : kCtl.chunk;
   for (int p = 0; p < 3; ++p) {
     const __m512i lo = _mm512_load_si512(digit[p]), hi = _mm512_load_si512(digit[p] + 64);
-    _mm512_storeu_si512(pb + p * 128,
-                        _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.even), hi));
-    _mm512_storeu_si512(pb + p * 128 + 64,
-                        _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.odd), hi));
+    for (int v = 0; v < 2; ++v)
+      _mm512_storeu_si512(pb + p * 128 + v * 64,
+                          _mm512_permutex2var_epi8(lo, _mm512_load_si512(order[v]), hi));
+  }
+}
+
+// The codes of one block (128 weights, 16·BITS bytes at p) as the two u8 vectors of Ctl's
+// order. 3-bit: a byte permute puts each 8-code chunk's 3 bytes in a qword, one multishift
+// cuts the 8 codes out at bit offsets 0, 3, .., 21, one AND masks them. (5, 6 and 8 bits the
+// same way, with two-source permutes, ran 0-30% slower than the float kernels from DRAM,
+// where those already stream at 85-100% of the roof: not routed, not kept.)
+template <int BITS>
+struct Codes {
+  static constexpr int64_t kBytes = 16 * BITS;
+  alignas(64) uint8_t src[2][64] = {};  // vector v byte 8q + b <- chunk (2q + v) byte b
+  alignas(64) uint8_t shift[64] = {};   // multishift: byte b of a qword from bit b·BITS
+  constexpr Codes() {
+    for (int v = 0; v < 2; ++v)
+      for (int i = 0; i < 64; ++i) {
+        const int q = i / 8, b = i % 8 < BITS ? i % 8 : 0;
+        src[v][i] = static_cast<uint8_t>((2 * q + v) * BITS + b);
+      }
+    for (int i = 0; i < 64; ++i) shift[i] = static_cast<uint8_t>((i % 8) * BITS);
+  }
+};
+template <int BITS>
+alignas(64) constexpr Codes<BITS> kCodes{};
+
+// The 3-bit load reads 16 bytes past the block (kRowOverread allows 64).
+template <int BITS>
+inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
+  static_assert(BITS == 3 || BITS == 4);
+  if constexpr (BITS == 4) {
+    const __m512i mask4 = _mm512_set1_epi8(0x0F), raw = _mm512_loadu_si512(p);
+    c0 = _mm512_and_si512(raw, mask4);
+    c1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
+  } else {
+    constexpr const Codes<BITS>& k = kCodes<BITS>;
+    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i sh = _mm512_load_si512(k.shift), m = _mm512_set1_epi8((1 << BITS) - 1);
+    c0 = _mm512_and_si512(
+        _mm512_multishift_epi64_epi8(sh, _mm512_permutexvar_epi8(_mm512_load_si512(k.src[0]), a)),
+        m);
+    c1 = _mm512_and_si512(
+        _mm512_multishift_epi64_epi8(sh, _mm512_permutexvar_epi8(_mm512_load_si512(k.src[1]), a)),
+        m);
   }
 }
 
@@ -82,16 +130,16 @@ void prefetch(const uint8_t* p) {
 
 // R rows per pass, as the K-quant kernels: each vector of planes (loaded once) serves R rows,
 // and each row's codes are prefetched R rows ahead at the same offset (one request per line).
-// Per 64 bytes of codes: the low and high nibbles against the even and odd elements of the
-// three planes, c0·2^14 + c1·2^7 + c2 in int32 (|.| < 2^28, exact), and one FMA with the scales
-// of the vector's groups (times their block's 2^e).
-template <int G, int R>
-void affine4_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
-                  const uint8_t* planes, const float* group_pow2, const float* xs, float* y) {
-  constexpr int64_t kGroupBytes = G / 2, kGroupsPerVec = kBlock / G;
+// Per block of 128 weights: its two code vectors against the three planes, c0·2^14 + c1·2^7 +
+// c2 in int32 (|.| < 2^28: exact), and one FMA with the scales
+// of the block's groups (times their block's 2^e).
+template <int BITS, int G, int R>
+void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
+                 const uint8_t* planes, const float* group_pow2, const float* xs, float* y) {
+  constexpr int64_t kGroupBytes = G * BITS / 8, kBlockBytes = kBlock * BITS / 8;
+  constexpr int64_t kGroupsPerVec = kBlock / G;
   const int64_t ng = w.k / G;
   const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
-  const __m512i mask4 = _mm512_set1_epi8(0x0F);
   const __m512i lane_group = _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
   alignas(64) float sc[R][kGroupBlock + 16];
   const uint8_t* rp[R];
@@ -119,7 +167,7 @@ void affine4_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     const uint8_t* pb = planes + g0 * G / kBlock * kPlaneBytes;
     const int64_t vecs = cnt * G / kBlock, off0 = g0 * kGroupBytes;
     // The next pass's scales and biases (short bursts the hardware prefetchers miss), a line
-    // per vector: all at once, they overflowed the L1's miss buffers and were dropped.
+    // per block: all at once, they overflowed the L1's miss buffers and were dropped.
     const int64_t sc_lines = (cnt * sz + 63) / 64;
     for (int64_t c = 0; c < vecs; ++c) {
       if (c < sc_lines)
@@ -131,32 +179,31 @@ void affine4_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       const uint8_t* xb = pb + c * kPlaneBytes;
       __m512i xv[6];
       for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
-      const int64_t off = off0 + c * 64;
+      const int64_t off = off0 + c * kBlockBytes;
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        prefetch(np[r] + off);
-        const __m512i raw = _mm512_loadu_si512(rp[r] + off);
-        const __m512i lo = _mm512_and_si512(raw, mask4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
+        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(np[r] + off + l);
+        __m512i c0, c1;
+        load_codes<BITS>(rp[r] + off, c0, c1);
         __m512i a[3];
         for (int p = 0; p < 3; ++p)
-          a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xv[2 * p]), hi,
+          a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
                                      xv[2 * p + 1]);
-        const __m512i t = _mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]);
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
         const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][c])
                                   : _mm512_permutexvar_ps(
                                         lane_group, _mm512_loadu_ps(sc[r] + c * kGroupsPerVec));
-        acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(t), acc[r]);
+        acc[r] = _mm512_fmadd_ps(s, v, acc[r]);
       }
     }
   }
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + _mm512_reduce_add_ps(bacc[r]);
 }
 
-template <int G>
-void affine4_rows(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
-                  const float* xs, int64_t n0, int64_t n1, float* y) {
+template <int BITS, int G>
+void affine_rows(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
+                 const float* xs, int64_t n0, int64_t n1, float* y) {
   constexpr int R = kRows;
   int64_t n = n0;
   for (; n + R <= n1; n += R) {
@@ -165,9 +212,9 @@ void affine4_rows(const WeightPlan& w, const uint8_t* planes, const float* group
       rows[r] = n + r;
       next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
     }
-    affine4_pass<G, R>(w, rows, next, planes, group_pow2, xs, y + n);
+    affine_pass<BITS, G, R>(w, rows, next, planes, group_pow2, xs, y + n);
   }
-  for (; n < n1; ++n) affine4_pass<G, 1>(w, &n, &n, planes, group_pow2, xs, y + n);
+  for (; n < n1; ++n) affine_pass<BITS, G, 1>(w, &n, &n, planes, group_pow2, xs, y + n);
 }
 
 }  // namespace
@@ -188,7 +235,7 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
     // The largest |x| / 2^(e + 14) in [64, 128), or [32, 64) where it would round to 128.
     int e = std::ilogb(big[b]) - 20;
     if (std::nearbyint(std::ldexp(big[b], -(e + 14))) > 127.0f) ++e;
-    block_digits(x + b * kBlock, pb, e);
+    block_digits(x + b * kBlock, pb, e, w.bits);
     big[b] = std::ldexp(1.0f, e);
   }
   // Every group takes its block's 2^e; from the last block down, as big[] is read in place.
@@ -201,14 +248,18 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 
 void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
                  const float* xs, int64_t n0, int64_t n1, float* y) {
-  switch (w.group) {
-    case 32:
-      return affine4_rows<32>(w, planes, group_pow2, xs, n0, n1, y);
-    case 64:
-      return affine4_rows<64>(w, planes, group_pow2, xs, n0, n1, y);
-    default:
-      return affine4_rows<128>(w, planes, group_pow2, xs, n0, n1, y);
-  }
+  auto by_group = [&]<int BITS>() {
+    switch (w.group) {
+      case 32:
+        return affine_rows<BITS, 32>(w, planes, group_pow2, xs, n0, n1, y);
+      case 64:
+        return affine_rows<BITS, 64>(w, planes, group_pow2, xs, n0, n1, y);
+      default:
+        return affine_rows<BITS, 128>(w, planes, group_pow2, xs, n0, n1, y);
+    }
+  };
+  if (w.bits == 3) return by_group.template operator()<3>();
+  return by_group.template operator()<4>();
 }
 
 }  // namespace quanta::cpu::vnni
