@@ -102,6 +102,17 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");
+  // 3/5/6 bits: a lane's quarter of a group must be whole unpack units (32 codes, 6-bit 16);
+  // 6-bit groups of 64 at M = 8 run qmm_affine_tc, which measured as fast or faster there.
+  for (int b : {3, 5, 6})
+    for (int g : detail::kAffineGroups)
+      for (int64_t m : {3, 4, 5, 7, 8}) {
+        const bool units = g == 128 || (b == 6 && g == 64);
+        const bool slower = b == 6 && g == 64 && m == 8;
+        EXPECT_EQ(pick(affine_problem(m, DType::bf16, b, g)),
+                  units && !slower ? "qmm_affine_i8" : "qmm_affine_tc")
+            << b << " " << g << " M=" << m;
+      }
   EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_wgmma");
   // N not a multiple of 8: rows of y are not 16-byte units for TMA.
   EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1001, 5120)), "qmm_affine_mma");

@@ -28,6 +28,14 @@ struct I8Unit {
   static constexpr int kRegs = kCodes / 4;  // u8x4 registers a unit makes
 };
 
+// I8Unit<bits>::kCodes for a runtime width (the host's supports rules).
+QUANTA_HD constexpr int i8_unit_codes(int bits) {
+  return bits == 3 || bits == 5 ? 32 : bits == 6 ? 16 : 32 / bits;
+}
+static_assert(i8_unit_codes(3) == I8Unit<3>::kCodes && i8_unit_codes(5) == I8Unit<5>::kCodes &&
+              i8_unit_codes(6) == I8Unit<6>::kCodes && i8_unit_codes(2) == I8Unit<2>::kCodes &&
+              i8_unit_codes(8) == I8Unit<8>::kCodes);
+
 // Code register r (counted over consecutive units) holds, in byte t, the code at position
 // i8_pos(r, t) counted from the first unit's first code.
 template <int BITS>

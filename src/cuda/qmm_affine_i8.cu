@@ -2,6 +2,7 @@
 // column tiles. Kernels and rationale: qmm_affine_i8.cuh. Instances: qmm_affine_i8_b*.cu.
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "cuda/checks.hpp"
@@ -21,6 +22,10 @@ extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 1>(const 
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 1>(const XcArgs&, int, cudaStream_t);
@@ -33,6 +38,18 @@ extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 1>(const 
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 1>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
@@ -49,10 +66,18 @@ extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 2>(const
 
 std::string qmm_affine_i8_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "affine only";
-  if (p.format.bits != 2 && p.format.bits != 4 && p.format.bits != 8)
-    return "2, 4 or 8-bit codes (whole bytes of 4 codes per mma register)";
-  if (p.format.bits * p.format.group_size < 128)
-    return "needs group_size * bits >= 128 (a lane's quarter of a group is a 32-bit word)";
+  if (std::ranges::find(kI8Bits, p.format.bits) == std::end(kI8Bits)) return "2-6 or 8-bit codes";
+  // A lane unpacks a quarter of each group: 2/4/8 bits need group * bits >= 128 (a 32-bit word),
+  // 3/5 bits groups of 128 and 6 bits 64 or 128 (whole 32 and 16-code units of byte permutes).
+  if (!xc_serves(p.format.bits, p.format.group_size))
+    return "needs a lane's quarter of a group to be whole unpack units (group * bits >= 128 for "
+           "2/4/8 bits, groups of 128 for 3/5 bits, of 64 or 128 for 6 bits)";
+  // H200 f16, M = 8, 14336x5120 / 5120x14336 / 27648x5120: qmm_affine_tc 36.2 / 38.2 / 56.6 us,
+  // this kernel 35.2 / 36.5 / 64.8 at its best warps: 131 us in all against 136
+  // (docs/perf-cuda-i8-widths.md). Everywhere else at 3/5/6 bits it is 1.02-1.78x faster.
+  if (p.format.bits == 6 && p.format.group_size == 64 && p.m == 8)
+    return "6-bit groups of 64 at M = 8: qmm_affine_tc is faster on the larger shapes (H200: "
+           "56.6 against 64.8 us on 27648x5120, within 5% on the others)";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
@@ -93,14 +118,20 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
   // At least 4 warps with two column tiles (H200 int4 g64, M = 8: 33-55 us against 46-65 with 2
-  // and 42-66 with 8).
-  const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4, a.m <= 4 ? 2 : 4,
+  // and 42-66 with 8). 3/5/6 bits start from 1 at every M (their steps are 96-192 bytes per lane,
+  // so fewer warps suffice): 14336x5120 / 5120x14336 / 27648x5120 take 2 / 4 / 1, at M = 5..8
+  // 1.04-1.24x faster than 4 warps on the first and last (docs/perf-cuda-i8-widths.md).
+  const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
+  const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4,
+                                 !whole_bytes ? 1
+                                 : a.m <= 4   ? 2
+                                              : 4,
                                  "QUANTA_QMM_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-      if constexpr (BITS * G >= 128)  // a lane's quarter of a group is a whole word
+      if constexpr (xc_serves(BITS, G))  // a lane's quarter of a group is whole unpack units
         status = a.m <= 4 ? launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream)
                           : launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
       else

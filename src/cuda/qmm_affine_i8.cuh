@@ -1,5 +1,5 @@
-// qmm_affine_i8: affine nk, small M (up to 8 rows of x), f16/bf16 activations, 2/4/8-bit codes,
-// on integer mma with the rows of x as the mma's columns.
+// qmm_affine_i8: affine nk, small M (up to 8 rows of x), f16/bf16 activations, 2-6 and 8-bit
+// codes, on integer mma with the rows of x as the mma's columns.
 //
 // The arithmetic is qmv_affine_i8's (x as two int8 planes per group, codes as u8 operands of
 // mma m16n8k32, y = Σ_g s·d_g·(H + L/256) + b·X_g), the tiling is not: there the 8 mma columns
@@ -10,7 +10,10 @@
 // Tile: a block owns 16 rows of W (the mma's M); its warps split K in steps of 4 consecutive
 // groups (so each lane's scales and biases of a step are one 8-byte load). For a group, the
 // quad of lanes (g = lane/4, q = lane%4) holds its codes for rows g and g+8, lane q the q-th
-// quarter (G/4 codes, G·BITS/32 bytes, one load per row); the group is G/32 mma k32 slices.
+// quarter (G/4 codes, G·BITS/32 bytes); the group is G/32 mma k32 slices. A quarter must be whole
+// unpack units (cuda/i8_layout.hpp: a word for 2/4/8 bits, 32 codes for 3/5 bits, 16 for 6), so
+// 3/5-bit codes need groups of 128 and 6-bit of 64 or 128; their codes are gathered by byte
+// permutes in i8_pos order, which the pre-pass follows.
 // B column n of tile t is row 4t + n/2 of x, plane n%2; C[g][2q..2q+1] held by lane (g, q) is
 // (H, L) of row 4t+q of x, so every lane applies the scale of its rows of W to its rows of x.
 // x's planes come from a pre-pass (qmm_x_planes) in that B order.
@@ -24,7 +27,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
-#include "cuda/qmv_affine_i8.cuh"  // i8_pos, i8_code_reg, imma_16832, grid dependency
+#include "cuda/qmv_affine_i8.cuh"  // i8_pos, unpacks, loads, imma_16832, grid dependency
 
 namespace quanta::cuda {
 
@@ -44,39 +47,31 @@ struct XcArgs {
   int64_t row_bytes;
 };
 
+// Whether a lane's quarter of a group is whole unpack units (the instances that exist).
+constexpr bool xc_serves(int bits, int group) {
+  return (group / 4) % i8_unit_codes(bits) == 0;
+}
+
 template <int BITS, int G>
 struct XcGeom {
+  static constexpr bool kWholeBytes = BITS == 2 || BITS == 4 || BITS == 8;
   static constexpr int kGroupBytes = G * BITS / 8;
   static constexpr int kLaneBytes = kGroupBytes / 4;  // one quarter of a group's row
   static constexpr int kLaneWords = kLaneBytes / 4;
+  // Loads as wide as every lane's offset allows (quarters of 12 or 20 bytes are 4-byte aligned).
+  static constexpr int kLoadWords = kLaneWords % 4 == 0 ? 4 : kLaneWords % 2 == 0 ? 2 : 1;
   static constexpr int kRegs = G / 16;    // u8x4 registers: G/4 codes per lane and row
   static constexpr int kSlices = G / 32;  // mma k32 per group
   // Steps (4 consecutive groups) held in registers ahead of use: 128 bytes of codes per lane in
-  // flight (256 for 8-bit g128, whose single step is already that large).
+  // flight (more where a single step is already larger: 160-256 bytes for 5-bit g128, 6-bit g128
+  // and 8-bit g128; 3-bit g128 and 6-bit g64 hold one step of 96).
   static constexpr int kDepth = std::max(1, std::min(4, 16 / kLaneBytes));
-  static_assert(kLaneWords >= 1, "a lane's quarter of a group must be whole 32-bit words");
+  static_assert(xc_serves(BITS, G), "a lane's quarter of a group must be whole unpack units");
+  static_assert(kLaneWords % I8Unit<BITS>::kWords == 0);
   static_assert(kRegs == 2 * kSlices);
   // B words of one (row of x, group): [q][plane][slice][2].
   static constexpr int kPlaneWords = G / 2;
 };
-
-// Codes of lane q, row r, group grp: kLaneWords words, loaded 16 bytes at a time.
-template <int WORDS>
-__device__ __forceinline__ void xc_load(const uint8_t* src, uint32_t (&w)[WORDS]) {
-  if constexpr (WORDS % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < WORDS; i += 4) {
-      const uint4 a = *reinterpret_cast<const uint4*>(src + 4 * i);
-      w[i] = a.x, w[i + 1] = a.y, w[i + 2] = a.z, w[i + 3] = a.w;
-    }
-  } else if constexpr (WORDS == 2) {
-    const uint2 a = *reinterpret_cast<const uint2*>(src);
-    w[0] = a.x, w[1] = a.y;
-  } else {
-    static_assert(WORDS == 1);
-    w[0] = *reinterpret_cast<const uint32_t*>(src);
-  }
-}
 
 // Pre-pass: one thread per (row of x, group, quarter q); the group's max |x| and sum by
 // shuffles among its 4 threads (consecutive lanes). Writes the B words lane q of a column reads.
@@ -136,7 +131,7 @@ template <class T, int BITS, int G, int NT>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
     qmm_affine_i8_kernel(XcArgs a) {
   using Geom = XcGeom<BITS, G>;
-  constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs;
+  constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs, LW = Geom::kLoadWords;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int warps = static_cast<int>(blockDim.x) >> 5;
@@ -155,20 +150,24 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
   const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups * 2,
                 sb_hi = static_cast<int64_t>(r_hi) * groups * 2;
   uint32_t ring_lo[DS][4][W], ring_hi[DS][4][W];
-  uint2 ring_sb[DS][4];  // s and b of rows g, g+8: 4 values of T each
+  uint2 ring_sb[DS][4];                         // s and b of rows g, g+8: 4 values of T each
+  auto load_group = [&](int s, int u, int i) {  // codes of group i of step s
+    const int64_t off = static_cast<int64_t>(4 * s + i) * Geom::kGroupBytes;
+    i8_load_piece<W, LW>(w_lo + off, ring_lo[u][i]);
+    i8_load_piece<W, LW>(w_hi + off, ring_hi[u][i]);
+  };
+  auto load_sb = [&](int s, int u) {
+    const int64_t off = static_cast<int64_t>(s) * 8;
+    ring_sb[u][0] = *reinterpret_cast<const uint2*>(scales + sb_lo + off);
+    ring_sb[u][1] = *reinterpret_cast<const uint2*>(biases + sb_lo + off);
+    ring_sb[u][2] = *reinterpret_cast<const uint2*>(scales + sb_hi + off);
+    ring_sb[u][3] = *reinterpret_cast<const uint2*>(biases + sb_hi + off);
+  };
   auto load = [&](int s, int u) {
     if (s < steps) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t off = static_cast<int64_t>(4 * s + i) * Geom::kGroupBytes;
-        xc_load<W>(w_lo + off, ring_lo[u][i]);
-        xc_load<W>(w_hi + off, ring_hi[u][i]);
-      }
-      const int64_t off = static_cast<int64_t>(s) * 8;
-      ring_sb[u][0] = *reinterpret_cast<const uint2*>(scales + sb_lo + off);
-      ring_sb[u][1] = *reinterpret_cast<const uint2*>(biases + sb_lo + off);
-      ring_sb[u][2] = *reinterpret_cast<const uint2*>(scales + sb_hi + off);
-      ring_sb[u][3] = *reinterpret_cast<const uint2*>(biases + sb_hi + off);
+      for (int i = 0; i < 4; ++i) load_group(s, u, i);
+      load_sb(s, u);
     }
   };
 #pragma unroll
@@ -205,17 +204,29 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < R && Geom::kWholeBytes; ++r) {
           a_lo[i][r] = i8_code_reg<BITS, W>(ring_lo[u][i], r);
           a_hi[i][r] = i8_code_reg<BITS, W>(ring_hi[u][i], r);
         }
 #pragma unroll
         for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i);
       }
-      load(s + DS * warps, u);  // refill, DS steps ahead
+      const int next = s + DS * warps;
+      if constexpr (Geom::kWholeBytes) {
+        load(next, u);  // refill, DS steps ahead
+      } else if (next < steps) {
+        load_sb(next, u);
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int grp = 4 * s + i;
+        // 3/5/6 bits unpack and refill a group at a time: all four groups unpacked before the
+        // refill spilled 88-272 bytes with two column tiles (160-236 with only the unpack moved).
+        if constexpr (!Geom::kWholeBytes) {
+          i8_unpack<BITS, W>(ring_lo[u][i], a_lo[i]);
+          i8_unpack<BITS, W>(ring_hi[u][i], a_hi[i]);
+          if (next < steps) load_group(next, u, i);
+        }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           uint32_t b[R];

@@ -90,8 +90,7 @@ extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 2>(const
 
 std::string qmv_affine_i8_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "affine only";
-  if (std::ranges::find(kI8QmvBits, p.format.bits) == std::end(kI8QmvBits))
-    return "2-6 or 8-bit codes";
+  if (std::ranges::find(kI8Bits, p.format.bits) == std::end(kI8Bits)) return "2-6 or 8-bit codes";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
@@ -130,18 +129,20 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.row_bytes = w.k * w.format.bits / 8;
   // H200 int4 g64: 2 warps for 14336x5120 and 27648x5120, 4 for 5120x14336. 3/5/6 bits start
   // from 1 warp, so 27648x5120 takes 1 (one wave of blocks): 3-15% faster than 2 for every 3/5/6
-  // width and group at M = 1 and M = 2 (docs/perf-cuda-i8-widths.md).
+  // width and group at M = 1 and M = 2 (docs/perf-cuda-i8-widths.md). 2/4/8 bits at M = 1: 0,
+  // the launcher picks from the instance's occupancy (i8_one_wave_warps), unless overridden.
   const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
-  const int warps = i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4, whole_bytes ? 2 : 1,
-                                 "QUANTA_QMV_I8_WARPS");
+  const bool by_occupancy = whole_bytes && a.m == 1 && !std::getenv("QUANTA_QMV_I8_WARPS");
+  const int warps = by_occupancy ? 0
+                                 : i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4,
+                                                whole_bytes ? 2 : 1, "QUANTA_QMV_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    served =
-        dispatch_i8_width<kI8QmvBits>(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-          status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
-                            : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
-        });
+    served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
+      status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                        : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+    });
   });
   if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);
   QUANTA_CUDA_CHECK(status);

@@ -202,24 +202,24 @@ __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
 
 // ---- host side shared with qmm_affine_i8 ------------------------------------------------------
 
-inline constexpr int kI8Bits[] = {2, 4, 8};  // whole bytes of 4 codes per mma register
-// qmv_affine_i8 also unpacks 3/5/6-bit units (cuda/i8_layout.hpp); qmm_affine_i8 does not.
-inline constexpr int kI8QmvBits[] = {2, 3, 4, 5, 6, 8};
+// Every affine width: 2/4/8-bit words are whole bytes of codes, 3/5/6-bit units are unpacked by
+// byte permutes (cuda/i8_layout.hpp).
+inline constexpr int kI8Bits[] = {2, 3, 4, 5, 6, 8};
 
 // f.template operator()<BITS, G>() for the runtime width and group; false when either is not
-// in the lists the calling kernel serves.
-template <const auto& Bits = kI8Bits, class F>
+// an affine width or group.
+template <class F>
 bool dispatch_i8_width(int bits, int group, F&& f) {
   bool hit = false;
-  dispatch_value<Bits>(bits, [&]<int BITS>() {
+  dispatch_value<kI8Bits>(bits, [&]<int BITS>() {
     hit = dispatch_value<quanta::detail::kAffineGroups>(
         group, [&]<int G>() { f.template operator()<BITS, G>(); });
   });
   return hit;
 }
 
-// Warps per block (they split K): enough that the grid holds ~1280 warps, from min_warps (2 or
-// 4) to 8, at most one per step of K; the environment variable `env` overrides it for tuning
+// Warps per block (they split K): enough that the grid holds ~1280 warps, from min_warps (1, 2
+// or 4) to 8, at most one per step of K; the environment variable `env` overrides it for tuning
 // runs. The figures behind each caller's minimum are in docs/PERF.md.
 inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
   int w = min_warps;
@@ -227,6 +227,22 @@ inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
   if (const char* e = std::getenv(env)) w = std::atoi(e);
   if (w < 1 || w > kI8MaxWarps) w = 2;
   return std::min(w, std::max(1, steps));
+}
+
+// Warps per block for 2/4/8 bits at M = 1, from the instance's occupancy (blocks_per_sm[i]:
+// blocks of 2^i warps resident per multiprocessor): the most, up to 8 and at most one per step,
+// with which every block is resident at once (one wave); where only 1 warp fits, 8 if K has at
+// least 32 steps (4+ per warp: fine waves beat one wave of 1-warp blocks that leaves half the
+// SMs' warp slots empty; 4-bit g32 on 27648 x 5120: 33.8 us against 44.2), else 1. H200, 2/4/8
+// bits x g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120: the best of 1/2/4/8 warps on 25 of
+// 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule where the
+// counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md).
+inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[4]) {
+  for (int i = 3; i >= 1; --i) {
+    const int w = 1 << i;
+    if (w <= steps && tiles <= sms * blocks_per_sm[i]) return w;
+  }
+  return steps >= 32 ? kI8MaxWarps : 1;
 }
 
 // The error for a width the supports rule should have refused (a kernel forced past it).
@@ -373,14 +389,36 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 
 // Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch
 // (its first code loads overlap the pre-pass).
+// warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process).
 template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
+  const int tiles = (a.n + kI8Rows - 1) / kI8Rows;
+  if (warps == 0) {
+    struct Occupancy {
+      int blocks_per_sm[4] = {}, sms = 0;
+      cudaError_t error = cudaSuccess;
+    };
+    static const Occupancy occ = [] {
+      Occupancy o;
+      for (int i = 0; i < 4 && o.error == cudaSuccess; ++i)
+        o.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &o.blocks_per_sm[i], qmv_affine_i8_kernel<T, BITS, G, MT>, 32 << i,
+            static_cast<std::size_t>(1 << i) * MT * kI8Rows * sizeof(float));
+      int dev = 0;
+      if (o.error == cudaSuccess) o.error = cudaGetDevice(&dev);
+      if (o.error == cudaSuccess)
+        o.error = cudaDeviceGetAttribute(&o.sms, cudaDevAttrMultiProcessorCount, dev);
+      return o;
+    }();
+    if (occ.error != cudaSuccess) return occ.error;
+    warps = i8_one_wave_warps(tiles, a.k / G / 4, occ.sms, occ.blocks_per_sm);
+  }
   const int threads = a.k / I8Unit<BITS>::kCodes;
   qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.n + kI8Rows - 1) / kI8Rows));
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles));
   cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
   cfg.dynamicSmemBytes = static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float);
   cfg.stream = stream;
