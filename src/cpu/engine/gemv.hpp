@@ -25,7 +25,7 @@
 namespace quanta::cpu::QUANTA_ISA {
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants and affine 3- and 4-bit (K a multiple of 128) at M = 1 on the avx512 level when the
+// K-quants and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1 on the avx512 level when the
 // driver found VNNI and VBMI usable (w.int8_x, set once per call so that the prep and every task
 // agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per 256-element
 // block for the K-quants, per group for affine) and a last entry: 1 if the planes were made, 0
@@ -37,7 +37,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
             w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
-            (w.scheme == Scheme::affine && (w.bits == 3 || w.bits == 4) &&
+            (w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4) &&
              w.k % vnni::kAffineBlock == 0));
 #endif
   return false;

@@ -73,9 +73,9 @@ void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
 }
 
 // The codes of one block (128 weights, 16·BITS bytes at p) as the two u8 vectors of Ctl's
-// order. 3-bit: a byte permute puts each 8-code chunk's 3 bytes in a qword, one multishift
-// cuts the 8 codes out at bit offsets 0, 3, .., 21, one AND masks them. (5, 6 and 8 bits the
-// same way, with two-source permutes, ran 0-30% slower than the float kernels from DRAM,
+// order. 2/3-bit: a byte permute puts each 8-code chunk's BITS bytes in a qword, one
+// multishift cuts the 8 codes out at bit offsets 0, BITS, .., 7·BITS, one AND masks them. (5, 6 and
+// 8 bits the same way, with two-source permutes, ran 0-30% slower than the float kernels from DRAM,
 // where those already stream at 85-100% of the roof: not routed, not kept.)
 template <int BITS>
 struct Codes {
@@ -94,10 +94,10 @@ struct Codes {
 template <int BITS>
 alignas(64) constexpr Codes<BITS> kCodes{};
 
-// The 3-bit load reads 16 bytes past the block (kRowOverread allows 64).
+// 2/3-bit loads read 32/16 bytes past the block (kRowOverread allows 64).
 template <int BITS>
 inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
-  static_assert(BITS == 3 || BITS == 4);
+  static_assert(BITS == 2 || BITS == 3 || BITS == 4);
   if constexpr (BITS == 4) {
     const __m512i mask4 = _mm512_set1_epi8(0x0F), raw = _mm512_loadu_si512(p);
     c0 = _mm512_and_si512(raw, mask4);
@@ -258,6 +258,7 @@ void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_
         return affine_rows<BITS, 128>(w, planes, group_pow2, xs, n0, n1, y);
     }
   };
+  if (w.bits == 2) return by_group.template operator()<2>();
   if (w.bits == 3) return by_group.template operator()<3>();
   return by_group.template operator()<4>();
 }

@@ -1,4 +1,4 @@
-// Affine 3- and 4-bit GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level
+// Affine 2-, 3- and 4-bit GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level
 // where the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernel (engine/gemv.hpp)
 // spends an unpack (3-bit: across bytes), a convert and an FMA per 16 codes and reads 4 bytes
 // of x from L2 per weight.
@@ -7,12 +7,12 @@
 //     x[i] = 2^e · (c0·2^14 + c1·2^7 + c2),  |c0| <= 127, |c1|, |c2| <= 64,
 //   2^e from the block's largest |x| (every step an exact f32 operation, so x is held to
 //   2^-21 of that largest |x|, below the f32 rounding of the result). A block's codes become two
-//   vectors of 64 u8 operands (4-bit: the low and high nibbles of 64 bytes; 3-bit: a byte
-//   permute and a multishift of 48 bytes), each a vpdpbusd against a plane: 6 dot products, one
+//   vectors of 64 u8 operands (4-bit: the low and high nibbles of 64 bytes; 2/3-bit: a byte
+//   permute and a multishift of 32/48 bytes), each a vpdpbusd against a plane: 6 dot products, one
 //   int32 combine and one FMA with the group scales per 128 weights, 3 bytes of x per weight.
 //   The bias term stays in f32 (Σ_g b·Σx, the group sums of x made once per call).
-// Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM; 4-bit 1.2-1.75x from
-// L3 and a tie from DRAM on the 2-core VM (groups of 32 lose 8-12% there: fast.cpp keeps them
+// Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM, 2-bit 1.2x; 4-bit 1.2-1.75x
+// from L3 and a tie from DRAM on the 2-core VM (groups of 32 lose 8-12% there: fast.cpp keeps them
 // on the float kernel past L3).
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
@@ -32,7 +32,7 @@ inline constexpr int64_t kAffineBlock = 128;
 // 2^-96: the caller then runs the float kernel.
 bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
 
-// y[n] for n in [n0, n1) over all of K, for w affine 3- or 4-bit with K % kAffineBlock == 0;
+// y[n] for n in [n0, n1) over all of K, for w affine 2-, 3- or 4-bit with K % kAffineBlock == 0;
 // xs: the group sums of x.
 void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
                  const float* xs, int64_t n0, int64_t n1, float* y);
