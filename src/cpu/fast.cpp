@@ -125,13 +125,29 @@ void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float
   });
 }
 
-// M = 2..8, W [N, K]: passes of up to four rows of x, each streaming the weights once.
-void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
-                   int threads) {
+// M = 2..8, W [N, K]: passes of up to four rows of x, each streaming the weights once. Affine
+// 2/3/4-bit on the VNNI level take every row of x as integer planes (vnni_affine.hpp) unless
+// one row cannot be split, which sends them all to the float kernels.
+void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x, int64_t m,
+                   float* y, int threads) {
+  WeightPlan w = plan;
+  const int64_t float_xs = kr.gemv_xs_count(w);
+  w.int8_x = w.scheme == Scheme::affine && vnni_active() && gemv_int8_pays(w);
   const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);
   Buffer xp((m + 1) * xl), xs((m + 1) * sl);
-  for (int64_t i = 0; i < m; ++i)
-    kr.gemv_prep(w, x + i * w.k, xp.get() + i * xl, xs.get() + i * sl);
+  auto prep = [&] {
+    for (int64_t i = 0; i < m; ++i)
+      kr.gemv_prep(w, x + i * w.k, xp.get() + i * xl, xs.get() + i * sl);
+  };
+  prep();
+  if (const int64_t n = kr.gemv_xs_count(w); n != float_xs) {  // planes: the last entry says
+    for (int64_t i = 0; i < m; ++i)
+      if (xs.get()[i * sl + n - 1] != 1.0f) {
+        w.int8_x = false;
+        prep();
+        break;
+      }
+  }
   std::memset(xp.get() + m * xl, 0, static_cast<std::size_t>(xl) * sizeof(float));  // zero row
   std::memset(xs.get() + m * sl, 0, static_cast<std::size_t>(sl) * sizeof(float));
   const int workers = workers_for(threads, w.n * w.k * m);

@@ -128,27 +128,28 @@ void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-// R rows per pass, as the K-quant kernels: each vector of planes (loaded once) serves R rows,
-// and each row's codes are prefetched R rows ahead at the same offset (one request per line).
-// Per block of 128 weights: its two code vectors against the three planes, c0·2^14 + c1·2^7 +
-// c2 in int32 (|.| < 2^28: exact), and one FMA with the scales
-// of the block's groups (times their block's 2^e).
-template <int BITS, int G, int R>
+// R rows of W per pass, as the K-quant kernels, times M (1..4) rows of x: each row's block of
+// codes is unpacked once and serves every row of x, each vector of planes is loaded once and
+// serves the R rows; each row of W is prefetched a pass ahead at the same offset (one request
+// per line). Per block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7
+// + c2 in int32 (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times
+// that row of x's 2^e for the block).
+template <int BITS, int G, int R, int M>
 void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
-                 const uint8_t* planes, const float* group_pow2, const float* xs, float* y) {
+                 const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr int64_t kGroupBytes = G * BITS / 8, kBlockBytes = kBlock * BITS / 8;
   constexpr int64_t kGroupsPerVec = kBlock / G;
   const int64_t ng = w.k / G;
   const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
   const __m512i lane_group = _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
-  alignas(64) float sc[R][kGroupBlock + 16];
+  alignas(64) float sc[R][M][kGroupBlock + 16];
   const uint8_t* rp[R];
   const uint8_t* np[R];
-  __m512 acc[R], bacc[R];
+  __m512 acc[R][M], bacc[R][M];
   for (int r = 0; r < R; ++r) {
     rp[r] = row_at(w, rows[r]);
     np[r] = row_at(w, next[r]);
-    acc[r] = bacc[r] = _mm512_setzero_ps();
+    for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
   for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
@@ -157,15 +158,18 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       const uint8_t* bp = w.biases + (rows[r] * ng + g0) * sz;
       for (int i = 0; i < cnt; i += 16) {
         const int c = cnt - i < 16 ? cnt - i : 16;
-        const __mmask16 m = c == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
-        _mm512_store_ps(sc[r] + i, _mm512_mul_ps(load_sd(sp + i * sz, w.scale_dtype, c),
-                                                 _mm512_maskz_loadu_ps(m, group_pow2 + g0 + i)));
-        bacc[r] = _mm512_fmadd_ps(load_sd(bp + i * sz, w.scale_dtype, c),
-                                  _mm512_maskz_loadu_ps(m, xs + g0 + i), bacc[r]);
+        const __mmask16 k = c == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
+        const __m512 s = load_sd(sp + i * sz, w.scale_dtype, c);
+        const __m512 b = load_sd(bp + i * sz, w.scale_dtype, c);
+        for (int m = 0; m < M; ++m) {
+          _mm512_store_ps(sc[r][m] + i,
+                          _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i)));
+          bacc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0 + i), bacc[r][m]);
+        }
       }
     }
-    const uint8_t* pb = planes + g0 * G / kBlock * kPlaneBytes;
     const int64_t vecs = cnt * G / kBlock, off0 = g0 * kGroupBytes;
+    const int64_t pb0 = g0 * G / kBlock * kPlaneBytes;
     // The next pass's scales and biases (short bursts the hardware prefetchers miss), a line
     // per block: all at once, they overflowed the L1's miss buffers and were dropped.
     const int64_t sc_lines = (cnt * sz + 63) / 64;
@@ -176,35 +180,47 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
           prefetch(w.scales + ahead);
           prefetch(w.biases + ahead);
         }
-      const uint8_t* xb = pb + c * kPlaneBytes;
-      __m512i xv[6];
-      for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       const int64_t off = off0 + c * kBlockBytes;
+      __m512i c0[R], c1[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(np[r] + off + l);
-        __m512i c0, c1;
-        load_codes<BITS>(rp[r] + off, c0, c1);
-        __m512i a[3];
-        for (int p = 0; p < 3; ++p)
-          a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
-                                     xv[2 * p + 1]);
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
-        const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][c])
-                                  : _mm512_permutexvar_ps(
-                                        lane_group, _mm512_loadu_ps(sc[r] + c * kGroupsPerVec));
-        acc[r] = _mm512_fmadd_ps(s, v, acc[r]);
+        load_codes<BITS>(rp[r] + off, c0[r], c1[r]);
+      }
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) {
+        const uint8_t* xb = mp.planes[m] + pb0 + c * kPlaneBytes;
+        __m512i xv[6];
+        for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          __m512i a[3];
+          for (int p = 0; p < 3; ++p)
+            a[p] =
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0[r], xv[2 * p]),
+                                    c1[r], xv[2 * p + 1]);
+          const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
+              _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+          const __m512 s = G == 128
+                               ? _mm512_set1_ps(sc[r][m][c])
+                               : _mm512_permutexvar_ps(
+                                     lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
+          acc[r][m] = _mm512_fmadd_ps(s, v, acc[r][m]);
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + _mm512_reduce_add_ps(bacc[r]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m)
+      y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]) + _mm512_reduce_add_ps(bacc[r][m]);
 }
 
-template <int BITS, int G>
-void affine_rows(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
-                 const float* xs, int64_t n0, int64_t n1, float* y) {
-  constexpr int R = kRows;
+// Rows [n0, n1) of W in passes of R (4 for one or two rows of x, 2 for three or four, so the
+// accumulators, codes and planes of a pass stay in registers), the rest one at a time.
+template <int BITS, int G, int M>
+void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  constexpr int R = M <= 2 ? kRows : kRows / 2;
   int64_t n = n0;
   for (; n + R <= n1; n += R) {
     int64_t rows[R], next[R];
@@ -212,9 +228,9 @@ void affine_rows(const WeightPlan& w, const uint8_t* planes, const float* group_
       rows[r] = n + r;
       next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
     }
-    affine_pass<BITS, G, R>(w, rows, next, planes, group_pow2, xs, y + n);
+    affine_pass<BITS, G, R, M>(w, rows, next, mp, y + n, ldy);
   }
-  for (; n < n1; ++n) affine_pass<BITS, G, 1>(w, &n, &n, planes, group_pow2, xs, y + n);
+  for (; n < n1; ++n) affine_pass<BITS, G, 1, M>(w, &n, &n, mp, y + n, ldy);
 }
 
 }  // namespace
@@ -246,21 +262,43 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   return true;
 }
 
-void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
-                 const float* xs, int64_t n0, int64_t n1, float* y) {
-  auto by_group = [&]<int BITS>() {
+void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                       int64_t ldy) {
+  auto by_group = [&]<int BITS, int M>() {
     switch (w.group) {
       case 32:
-        return affine_rows<BITS, 32>(w, planes, group_pow2, xs, n0, n1, y);
+        return affine_rows<BITS, 32, M>(w, mp, n0, n1, y, ldy);
       case 64:
-        return affine_rows<BITS, 64>(w, planes, group_pow2, xs, n0, n1, y);
+        return affine_rows<BITS, 64, M>(w, mp, n0, n1, y, ldy);
       default:
-        return affine_rows<BITS, 128>(w, planes, group_pow2, xs, n0, n1, y);
+        return affine_rows<BITS, 128, M>(w, mp, n0, n1, y, ldy);
     }
   };
-  if (w.bits == 2) return by_group.template operator()<2>();
-  if (w.bits == 3) return by_group.template operator()<3>();
-  return by_group.template operator()<4>();
+  auto by_rows = [&]<int BITS>() {
+    switch (mp.m) {
+      case 1:
+        return by_group.template operator()<BITS, 1>();
+      case 2:
+        return by_group.template operator()<BITS, 2>();
+      case 3:
+        return by_group.template operator()<BITS, 3>();
+      default:
+        return by_group.template operator()<BITS, 4>();
+    }
+  };
+  if (w.bits == 2) return by_rows.template operator()<2>();
+  if (w.bits == 3) return by_rows.template operator()<3>();
+  return by_rows.template operator()<4>();
+}
+
+void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
+                 const float* xs, int64_t n0, int64_t n1, float* y) {
+  MultiPlanes mp;
+  mp.m = 1;
+  mp.planes[0] = planes;
+  mp.pow2[0] = group_pow2;
+  mp.xs[0] = xs;
+  affine_gemv_multi(w, mp, n0, n1, y, 0);
 }
 
 }  // namespace quanta::cpu::vnni

@@ -11,7 +11,9 @@
 //   permute and a multishift of 32/48 bytes), each a vpdpbusd against a plane: 6 dot products, one
 //   int32 combine and one FMA with the group scales per 128 weights, 3 bytes of x per weight.
 //   The bias term stays in f32 (Σ_g b·Σx, the group sums of x made once per call).
-// Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM, 2-bit 1.2x; 4-bit 1.2-1.75x
+// M = 2..4 rows of x share each unpacked block of codes (affine_gemv_multi).
+// Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM, 2-bit 1.2x, M = 2..4
+// 1.4-2.1x; 4-bit 1.2-1.75x
 // from L3 and a tie from DRAM on the 2-core VM (groups of 32 lose 8-12% there: fast.cpp keeps them
 // on the float kernel past L3).
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
@@ -36,5 +38,19 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 // xs: the group sums of x.
 void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
                  const float* xs, int64_t n0, int64_t n1, float* y);
+
+// Up to four rows of x, each made by affine_prep (its planes in xp, its group sums and powers
+// of two in xs), for affine_gemv_multi.
+struct MultiPlanes {
+  int m = 0;
+  const uint8_t* planes[4] = {};
+  const float* pow2[4] = {};
+  const float* xs[4] = {};
+};
+
+// y[i·ldy + n] for the rows i < mp.m of x and n in [n0, n1), over all of K (same conditions on
+// w as affine_gemv).
+void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                       int64_t ldy);
 
 }  // namespace quanta::cpu::vnni
