@@ -125,14 +125,20 @@ void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float
   });
 }
 
-// M = 2..8, W [N, K]: passes of up to four rows of x, each streaming the weights once. Affine
-// 2/3/4-bit on the VNNI level take every row of x as integer planes (vnni_affine.hpp) unless
-// one row cannot be split, which sends them all to the float kernels.
+// M = 2..8, W [N, K]: passes of up to four rows of x, each streaming the weights once. The
+// formats with VNNI kernels (K-quants, affine 2/3/4-bit) take every row of x as integer planes
+// unless one row cannot be split, which sends them all to the float kernels. The K-quant ones
+// take passes of two rows of x, and only up to M = 4 (q6_K: 3): with three or four rows of x
+// per pass (one row of W, for registers) q4_K/q6_K at M = 4 ran 5.1-7.0 ms against the float
+// kernels' 2.6-3.1 on 4096 x 14336; two passes of two run 2.4 for q4_K but 3.0-3.2 for q6_K,
+// whose float kernel takes 2.5 (docs/perf-cpu.md).
 void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x, int64_t m,
                    float* y, int threads) {
   WeightPlan w = plan;
   const int64_t float_xs = kr.gemv_xs_count(w);
-  w.int8_x = w.scheme == Scheme::affine && vnni_active() && gemv_int8_pays(w);
+  const bool kquant = w.scheme != Scheme::affine;
+  w.int8_x =
+      vnni_active() && gemv_int8_pays(w) && !(kquant && m > (w.scheme == Scheme::q6_K ? 3 : 4));
   const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);
   Buffer xp((m + 1) * xl), xs((m + 1) * sl);
   auto prep = [&] {
@@ -154,10 +160,11 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
   const int64_t chunk =
       std::max<int64_t>(16, round_up((w.n + 16 * workers - 1) / (16 * workers), 4));
   const int64_t tasks = (w.n + chunk - 1) / chunk;
-  for (int64_t p0 = 0; p0 < m; p0 += kGemvMultiRows) {
+  const int64_t pass = w.int8_x && kquant ? 2 : kGemvMultiRows;
+  for (int64_t p0 = 0; p0 < m; p0 += pass) {
     const float* xps[kGemvMultiRows];
     const float* xss[kGemvMultiRows];
-    const int mm = static_cast<int>(std::min<int64_t>(kGemvMultiRows, m - p0));
+    const int mm = static_cast<int>(std::min<int64_t>(pass, m - p0));
     for (int i = 0; i < kGemvMultiRows; ++i) {
       const int64_t r = i < mm ? p0 + i : m;
       xps[i] = xp.get() + r * xl;

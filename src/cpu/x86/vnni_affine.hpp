@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "cpu/plan.hpp"
+#include "cpu/x86/vnni_rows.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -38,15 +39,6 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 // xs: the group sums of x.
 void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
                  const float* xs, int64_t n0, int64_t n1, float* y);
-
-// Up to four rows of x, each made by affine_prep (its planes in xp, its group sums and powers
-// of two in xs), for affine_gemv_multi.
-struct MultiPlanes {
-  int m = 0;
-  const uint8_t* planes[4] = {};
-  const float* pow2[4] = {};
-  const float* xs[4] = {};
-};
 
 // y[i·ldy + n] for the rows i < mp.m of x and n in [n0, n1), over all of K (same conditions on
 // w as affine_gemv).

@@ -53,35 +53,42 @@ void prefetch_block(const uint8_t* p, int64_t bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
 
-// R rows (rp[r], blocks of BYTES) over every block: acc[r] = block(blk, planes of the block, b,
-// acc[r]), the rows' next blocks prefetched (next[r]); y[r] = the lane sum of acc[r].
-template <int R, int64_t BYTES, class Block>
-void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-                const uint8_t* planes, float* y, Block&& block) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+// R rows of W (rp[r], blocks of BYTES) over every block, M rows of x: block(blk, b, acc[r])
+// adds the block to the M accumulators of row r, the rows' next blocks prefetched (next[r]);
+// y[m·ldy + r] = the lane sum of acc[r][m].
+template <int R, int64_t BYTES, int M, class Block>
+void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, float* y,
+                int64_t ldy, Block&& block) {
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * BYTES, BYTES);
-    const uint8_t* pb = planes + b * kPlaneBlock;
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = block(rp[r] + b * BYTES, pb, b, acc[r]);
+    for (int r = 0; r < R; ++r) block(rp[r] + b * BYTES, b, acc[r]);
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]);
 }
 
-// a0, a1 (planes 0, 1) += the unsigned codes q times the signed scale of each byte's sub-block
-// (byte i of s8 for sub-block i, `sub` the sub-block of every byte), against code vector j's
-// int16 planes at pj (vpmaddubsw pairs bytes, so the even and the odd ones go apart).
-inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* pj, __m512i& a0,
-                  __m512i& a1) {
+// a0[m], a1[m] (planes 0, 1 of row m of x) += the unsigned codes q times the signed scale of
+// each byte's sub-block (byte i of s8 for sub-block i, `sub` the sub-block of every byte),
+// against code vector j's int16 planes (pb[m]: the block's planes of row m; vpmaddubsw pairs
+// bytes, so the even and the odd ones go apart). The products are made once for every row.
+template <int M>
+inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* const* pb, int j,
+                  __m512i (&a0)[M], __m512i (&a1)[M]) {
   constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
   const __m512i idx = _mm512_load_si512(sub);
   const __m512i pe = _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(kEvenBytes, idx, s8));
   const __m512i po = _mm512_maddubs_epi16(q, _mm512_maskz_permutexvar_epi8(~kEvenBytes, idx, s8));
-  a0 = _mm512_dpwssd_epi32(a0, pe, _mm512_load_si512(pj));
-  a0 = _mm512_dpwssd_epi32(a0, po, _mm512_load_si512(pj + 64));
-  a1 = _mm512_dpwssd_epi32(a1, pe, _mm512_load_si512(pj + 512));
-  a1 = _mm512_dpwssd_epi32(a1, po, _mm512_load_si512(pj + 512 + 64));
+  for (int m = 0; m < M; ++m) {
+    const uint8_t* pj = pb[m] + j * 128;
+    a0[m] = _mm512_dpwssd_epi32(a0[m], pe, _mm512_load_si512(pj));
+    a0[m] = _mm512_dpwssd_epi32(a0[m], po, _mm512_load_si512(pj + 64));
+    a1[m] = _mm512_dpwssd_epi32(a1[m], pe, _mm512_load_si512(pj + 512));
+    a1[m] = _mm512_dpwssd_epi32(a1[m], po, _mm512_load_si512(pj + 512 + 64));
+  }
 }
 
 // The two int16-plane sums of a block as one f32 vector (x = 2^e (c0 2^15 + c1)).
@@ -90,50 +97,59 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
 }
 
 // q2_K, R rows at a time: the four int8 planes against q · s bytes (vpdpbusd).
-template <int R>
+template <int R, int M>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+              const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3);
   const __m512i table = _mm512_load_si512(kCtl.q2s);
-  block_rows<R, kQ2Bytes>(
-      rp, next, blocks, planes, y,
-      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+  block_rows<R, kQ2Bytes, M>(
+      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
+        const uint8_t* pb[M];
+        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
         // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
         const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
         const __m512i qs = _mm512_loadu_si512(blk + 16);
-        __m512i a[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
+        __m512i a[M][4];
+        for (int m = 0; m < M; ++m)
+          for (int p = 0; p < 4; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
           const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), sc2);
           const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
           const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
-          for (int p = 0; p < 4; ++p)
-            a[p] = _mm512_dpbusd_epi32(a[p], q, _mm512_load_si512(pb + p * 256 + j * 64));
+          for (int m = 0; m < M; ++m)
+            for (int p = 0; p < 4; ++p)
+              a[m][p] =
+                  _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + j * 64));
         }
-        __m512 v = _mm512_cvtepi32_ps(a[0]);
-        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[1]));
-        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
-        v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[3]));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk + 80) * pow2[b]), v, acc);
+        const float d = half_to_float(blk + 80);
         // min term: dmin · Σ_j m_j · xs_j (m_j the high nibble of scale byte j)
-        const __m512 m = _mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4));
-        return _mm512_fnmadd_ps(_mm512_mul_ps(m, _mm512_set1_ps(half_to_float(blk + 82))),
-                                _mm512_loadu_ps(xs + b * 16), acc);
+        const __m512 mins =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4)),
+                          _mm512_set1_ps(half_to_float(blk + 82)));
+        for (int m = 0; m < M; ++m) {
+          __m512 v = _mm512_cvtepi32_ps(a[m][0]);
+          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][1]));
+          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][2]));
+          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][3]));
+          acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), v, acc[m]);
+          acc[m] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
+        }
       });
 }
 
 // q3_K: q' = code | hbit << 2 (0..7) by the signed 6-bit scale; the -4 of every code is the
 // f32 term -4 · d · Σ_j s_j · xs_j.
-template <int R>
+template <int R, int M>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+              const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
-  block_rows<R, kQ3Bytes>(
-      rp, next, blocks, planes, y,
-      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+  block_rows<R, kQ3Bytes, M>(
+      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
+        const uint8_t* pb[M];
+        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
         // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
@@ -149,7 +165,8 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         const __m512i hb =
             _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
         const __m512i qs = _mm512_loadu_si512(blk + 32);
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        __m512i a0[M], a1[M];
+        for (int m = 0; m < M; ++m) a0[m] = a1[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
@@ -159,25 +176,29 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                                      : _mm512_srli_epi16(hb, 1);
           const __m512i q =
               _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-          dot16(q, kCtl.sub[j], s8, pb + j * 128, a0, a1);
+          dot16<M>(q, kCtl.sub[j], s8, pb, j, a0, a1);
         }
         const float d = half_to_float(blk + 108);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), planes16(a0, a1), acc);
-        return _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d)),
-                                _mm512_loadu_ps(xs + b * 16), acc);
+        const __m512 s4 = _mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d));
+        for (int m = 0; m < M; ++m) {
+          acc[m] =
+              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
+          acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
+        }
       });
 }
 
 // q4_K (kFive false) and q5_K: the 4-bit code (plus q5_K's fifth bit from qh) by the 6-bit
 // scale of its 32-element sub-block; the min term dmin · m_j · Σx in f32.
-template <bool kFive, int R>
+template <bool kFive, int R, int M>
 void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-               const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+               const MultiPlanes& xr, float* y, int64_t ldy) {
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
-  block_rows<R, kBytes>(
-      rp, next, blocks, planes, y,
-      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+  block_rows<R, kBytes, M>(
+      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
+        const uint8_t* pb[M];
+        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
         // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4))),
@@ -193,7 +214,8 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
           hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
         }
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        __m512i a0[M], a1[M];
+        for (int m = 0; m < M; ++m) a0[m] = a1[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i qv = j < 2 ? q0 : q1;
@@ -208,26 +230,32 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           } else {
             q = _mm512_and_si512(nib, mask4);
           }
-          dot16(q, kCtl.sub45[j], s8, pb + j * 128, a0, a1);
+          dot16<M>(q, kCtl.sub45[j], s8, pb, j, a0, a1);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(blk) * pow2[b]), planes16(a0, a1), acc);
+        const float d = half_to_float(blk);
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
-        const __m512 xv = _mm512_maskz_loadu_ps(0xff00, xs + b * 8 - 8);
-        return _mm512_fnmadd_ps(
-            _mm512_mul_ps(_mm512_cvtepi32_ps(sm), _mm512_set1_ps(half_to_float(blk + 2))), xv, acc);
+        const __m512 mins =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(sm), _mm512_set1_ps(half_to_float(blk + 2)));
+        for (int m = 0; m < M; ++m) {
+          acc[m] =
+              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
+          acc[m] =
+              _mm512_fnmadd_ps(mins, _mm512_maskz_loadu_ps(0xff00, xr.xs[m] + b * 8 - 8), acc[m]);
+        }
       });
 }
 
 // q6_K: the 6-bit code (low nibble from ql, two high bits from qh) by the signed 8-bit scale,
 // whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32; the -32 of
 // every code is the f32 term -32 · d · Σ_j s_j · xs_j.
-template <int R>
+template <int R, int M>
 void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
-              const uint8_t* planes, const float* pow2, const float* xs, float* y) {
+              const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
-  block_rows<R, kQ6Bytes>(
-      rp, next, blocks, planes, y,
-      [&](const uint8_t* blk, const uint8_t* pb, int64_t b, __m512 acc) {
+  block_rows<R, kQ6Bytes, M>(
+      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
+        const uint8_t* pb[M];
+        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
         // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
         // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
         const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
@@ -235,7 +263,8 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         const __m512i lo13 = _mm512_shuffle_i64x2(z0, z1, 0xEE);
         const __m512i hb = _mm512_loadu_si512(blk + 128);
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+        __m512i a0[M], a1[M];
+        for (int m = 0; m < M; ++m) a0[m] = a1[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i lo = j == 0   ? lo02
@@ -248,13 +277,16 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                             : j == 2 ? hb
                                      : _mm512_srli_epi16(hb, 2);
           const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, lo, h, 0xCA), mask6);
-          dot16(q, kCtl.sub[j], _mm512_castsi128_si512(sc), pb + j * 128, a0, a1);
+          dot16<M>(q, kCtl.sub[j], _mm512_castsi128_si512(sc), pb, j, a0, a1);
         }
         const float d = half_to_float(blk + 208);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d * pow2[b]), planes16(a0, a1), acc);
-        return _mm512_fnmadd_ps(
-            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d)),
-            _mm512_loadu_ps(xs + b * 16), acc);
+        const __m512 s32 =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d));
+        for (int m = 0; m < M; ++m) {
+          acc[m] =
+              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
+          acc[m] = _mm512_fnmadd_ps(s32, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
+        }
       });
 }
 
@@ -351,48 +383,69 @@ bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2
   }
 }
 
-void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-          int64_t n0, int64_t n1, float* y) {
+void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t n1, float* y,
+                int64_t ldy) {
   const int64_t blocks = w.k / kBlockElems;
-  // Passes of kRows rows, then the rest one at a time.
-  auto by_rows = [&](auto rows_of) {
+  // Passes of R rows of W (4 for one row of x, 2 for two: registers), then the rest one at a
+  // time.
+  auto by_rows = [&]<int M>(auto rows_of) {
+    constexpr int R = M == 1 ? kRows : kRows / 2;
     int64_t n = n0;
-    for (; n + kRows <= n1; n += kRows) {
-      const uint8_t* rp[kRows];
-      const uint8_t* next[kRows];
-      for (int r = 0; r < kRows; ++r) {
+    for (; n + R <= n1; n += R) {
+      const uint8_t* rp[R];
+      const uint8_t* next[R];
+      for (int r = 0; r < R; ++r) {
         rp[r] = row_at(w, n + r);
-        next[r] = row_at(w, n + kRows + r < w.n ? n + kRows + r : w.n - 1);
+        next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
       }
-      rows_of.template operator()<kRows>(rp, next, y + n);
+      rows_of.template operator()<R, M>(rp, next, y + n);
     }
     for (; n < n1; ++n) {
       const uint8_t* rp = row_at(w, n);
-      rows_of.template operator()<1>(&rp, &rp, y + n);
+      rows_of.template operator()<1, M>(&rp, &rp, y + n);
     }
   };
-  switch (w.scheme) {
-    case Scheme::q2_K:
-      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-        q2k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
-      });
-    case Scheme::q3_K:
-      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-        q3k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
-      });
-    case Scheme::q4_K:
-      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-        q45k_rows<false, R>(rp, nx, blocks, planes, pow2, xs, out);
-      });
-    case Scheme::q5_K:
-      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-        q45k_rows<true, R>(rp, nx, blocks, planes, pow2, xs, out);
-      });
-    default:
-      return by_rows([&]<int R>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-        q6k_rows<R>(rp, nx, blocks, planes, pow2, xs, out);
-      });
-  }
+  auto by_scheme = [&]<int M>() {
+    switch (w.scheme) {
+      case Scheme::q2_K:
+        return by_rows.template operator()<M>(
+            [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+              q2k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+            });
+      case Scheme::q3_K:
+        return by_rows.template operator()<M>(
+            [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+              q3k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+            });
+      case Scheme::q4_K:
+        return by_rows.template operator()<M>(
+            [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+              q45k_rows<false, R, MM>(rp, nx, blocks, xr, out, ldy);
+            });
+      case Scheme::q5_K:
+        return by_rows.template operator()<M>(
+            [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+              q45k_rows<true, R, MM>(rp, nx, blocks, xr, out, ldy);
+            });
+      default:
+        return by_rows.template operator()<M>(
+            [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
+              q6k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+            });
+    }
+  };
+  if (xr.m == 1) return by_scheme.template operator()<1>();
+  return by_scheme.template operator()<2>();
+}
+
+void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
+          int64_t n0, int64_t n1, float* y) {
+  MultiPlanes xr;
+  xr.m = 1;
+  xr.planes[0] = planes;
+  xr.pow2[0] = pow2;
+  xr.xs[0] = xs;
+  gemv_multi(w, xr, n0, n1, y, 0);
 }
 
 }  // namespace quanta::cpu::vnni

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "cpu/plan.hpp"
+#include "cpu/x86/vnni_rows.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -38,5 +39,10 @@ bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2
 // (16 elements, 32 for q4_K and q5_K).
 void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
           int64_t n0, int64_t n1, float* y);
+
+// y[i·ldy + n] for the rows i < xr.m (1 or 2) of x and n in [n0, n1): each block of W is
+// decoded once for both rows of x.
+void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t n1, float* y,
+                int64_t ldy);
 
 }  // namespace quanta::cpu::vnni
