@@ -1,4 +1,4 @@
-// The affine 4-bit GEMV on AVX512-VNNI dot products (see vnni_affine.hpp). Built with the
+// The affine 2/3/4-bit GEMV on AVX512-VNNI dot products (see vnni_affine.hpp). Built with the
 // avx512 flags plus VNNI and VBMI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_affine.hpp"
 
@@ -11,12 +11,12 @@ namespace quanta::cpu::vnni {
 namespace {
 
 constexpr int64_t kBlock = kAffineBlock;
-constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x (even, odd elements)
+constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (Ctl's order)
 constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
-// Rows per pass, each prefetched a pass ahead at the same offset. From DRAM on the 2-core Zen 5
-// VM, 4 rows ran within a few % of the float kernel (g128 up to 1.4x faster when the VM's
-// memory was fast); 1 row (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and g32,
-// prefetching 2-6 KB ahead with 4 rows too (docs/perf-cpu.md).
+// Rows of W per pass at M = 1, each prefetched a pass ahead at the same offset. From DRAM on the
+// 2-core Zen 5 VM, 4-bit with 4 rows ran within a few % of the float kernel (g128 up to 1.4x
+// faster when the VM's memory was fast); 1 row (prefetching 2-6 KB ahead) and 2 rows were
+// slower for g64 and g32, prefetching 2-6 KB ahead with 4 rows too (docs/perf-cpu.md).
 constexpr int kRows = 4;
 
 struct Ctl {
@@ -42,8 +42,8 @@ struct Ctl {
 };
 alignas(64) constexpr Ctl kCtl{};
 
-// The block's planes at 2^e: plane p, then its even elements, then its odd ones (the low and
-// high nibbles of the codes' bytes). Each step is exact: products by powers of two, and
+// The block's planes at 2^e: plane p's two vectors in Ctl's order for the width (4-bit: the
+// even elements, then the odd ones, as the low and high nibbles). Each step is exact: products by powers of two, and
 // remainders smaller than the value they come from, on a grid x already lies on.
 void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
   alignas(64) int8_t digit[3][kBlock];
