@@ -77,6 +77,20 @@ TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
     }
 }
 
+// M = 9..16 run qmm_affine_i8's four column tiles only where they beat qmm_affine_tc (5-bit g128,
+// 8-bit g64); every other width keeps qmm_affine_tc there.
+TEST_F(SelectCuda, IntegerMmaFourTiles) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (int b : detail::kAffineBits)
+      for (int g : detail::kAffineGroups)
+        for (int64_t m : {9, 12, 16, 17}) {
+          const bool four = (b == 5 && g == 128) || (b == 8 && g == 64);
+          EXPECT_EQ(pick(affine_problem(m, t, b, g)),
+                    four && m <= 16 ? "qmm_affine_i8" : "qmm_affine_tc")
+              << b << " " << g << " M=" << m;
+        }
+}
+
 TEST_F(SelectCuda, F32ActivationsByM) {
   for (int64_t m : {1, 2, 3, 4, 8})
     EXPECT_EQ(pick(affine_problem(m, DType::f32)), "qmv_affine_f32") << "M=" << m;
@@ -100,6 +114,7 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   // Odd M and N are fine for the fast paths.
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_i8");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
+  EXPECT_EQ(pick(affine_problem(9, DType::f16, 8, 64, 4099, 5120)), "qmm_affine_i8");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");
   // 3/5/6 bits: a lane's quarter of a group must be whole unpack units (32 codes, 6-bit 16);

@@ -40,8 +40,10 @@ extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 1>(const
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 1>(const XcArgs&, int, cudaStream_t);
@@ -54,12 +56,14 @@ extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 1>(const XcArgs&
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 4>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 4>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
 extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
 // clang-format on
@@ -82,7 +86,14 @@ std::string qmm_affine_i8_supports(const Problem& p) {
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.m > kXcMaxM)
-    return "M <= " + std::to_string(kXcMaxM) + " (two column tiles of 4 rows of x)";
+    return "M <= " + std::to_string(kXcMaxM) + " (four column tiles of 4 rows of x)";
+  // H200, M = 9..16 on 14336x5120 / 5120x14336 / 27648x5120: 5-bit g128 1.03-1.27x and 8-bit g64
+  // 1.11-1.51x faster than qmm_affine_tc; every other width slower on at least two shapes (int4
+  // g64 0.65-0.82x: 49-58 / 51-60 / 87-100 us against 32-39 / 37-47 / 55-70; 4-bit g128 faster
+  // only on 5120x14336), docs/perf-cuda-i8-widths.md.
+  if (p.m > 8 && !xc_four_tiles(p.format.bits, p.format.group_size))
+    return "M > 8 only for 5-bit groups of 128 and 8-bit groups of 64 (qmm_affine_tc is faster "
+           "for the others on the H200: int4 g64 49-100 against 32-70 us)";
   if (p.k % (4 * p.format.group_size) != 0)
     return "needs K % (4 * group_size) == 0 (steps of 4 groups, 8-byte scale loads)";
   if ((p.k * p.format.bits / 8) % 16 != 0) return "needs K * bits % 128 == 0 (16-byte code rows)";
@@ -131,10 +142,18 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-      if constexpr (xc_serves(BITS, G))  // a lane's quarter of a group is whole unpack units
-        status = a.m <= 4 ? launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream)
-                          : launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
-      else
+      // Column tiles of 4 rows of x: 1 (M <= 4), 2 (M <= 8) or 4 (M <= 16, xc_four_tiles).
+      if constexpr (xc_serves(BITS, G)) {  // a lane's quarter of a group is whole unpack units
+        if (a.m <= 4) {
+          status = launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream);
+        } else if (a.m <= 8) {
+          status = launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
+        } else if constexpr (xc_four_tiles(BITS, G)) {
+          status = launch_qmm_affine_i8<T, BITS, G, 4>(a, warps, stream);
+        } else {
+          throw Error("[quanta::matmul] qmm_affine_i8: M > 8 needs 5-bit g128 or 8-bit g64 codes");
+        }
+      } else
         throw i8_width_error(kName, BITS, G);
     });
   });

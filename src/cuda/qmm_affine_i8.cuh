@@ -1,11 +1,13 @@
-// qmm_affine_i8: affine nk, small M (up to 8 rows of x), f16/bf16 activations, 2-6 and 8-bit
+// qmm_affine_i8: affine nk, small M (up to 16 rows of x), f16/bf16 activations, 2-6 and 8-bit
 // codes, on integer mma with the rows of x as the mma's columns.
 //
 // The arithmetic is qmv_affine_i8's (x as two int8 planes per group, codes as u8 operands of
 // mma m16n8k32, y = Σ_g s·d_g·(H + L/256) + b·X_g), the tiling is not: there the 8 mma columns
 // are 4 groups x 2 planes of one row of x, so every extra row of x costs a full set of mma and B
-// loads; here they are 4 rows of x x 2 planes of one group, so one mma serves 4 rows of x and a
-// second column tile serves rows 4-7.
+// loads; here they are 4 rows of x x 2 planes of one group, so one mma serves 4 rows of x and
+// further column tiles (NT = 1, 2 or 4) serve rows 4-7, 8-15 off the same code registers.
+// Four tiles (M = 9..16) exist for 5-bit g128 and 8-bit g64 only (xc_four_tiles): elsewhere
+// qmm_affine_tc ran M = 9..16 faster on the H200 (docs/perf-cuda-i8-widths.md).
 //
 // Tile: a block owns 16 rows of W (the mma's M); its warps split K in steps of 4 consecutive
 // groups (so each lane's scales and biases of a step are one 8-byte load). For a group, the
@@ -17,6 +19,10 @@
 // B column n of tile t is row 4t + n/2 of x, plane n%2; C[g][2q..2q+1] held by lane (g, q) is
 // (H, L) of row 4t+q of x, so every lane applies the scale of its rows of W to its rows of x.
 // x's planes come from a pre-pass (qmm_x_planes) in that B order.
+// With four tiles, a sum c of the mma (|c| <= 255 * 127 * 128 < 2^22) plus 0x4B400000 reads as
+// the f32 1.5 * 2^23 + c, so H + L/256 is two IADD, one FADD and one FMA, rounded once as
+// fmaf(float(L), 1/256, float(H)): the four I2F per group and tile run at 1/8 of the FP32 rate.
+// (At M = 3..8 it measured 0.87-1.39x across widths, int4 g64 f16 3-4% slower: not taken.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,7 +39,7 @@ namespace quanta::cuda {
 
 inline constexpr int kXcRows = 16;               // rows of W per block (the mma's M)
 inline constexpr int kXcMaxWarps = kI8MaxWarps;  // warps per block (they split K)
-inline constexpr int kXcMaxM = 8;                // rows of x: two column tiles of 4
+inline constexpr int kXcMaxM = 16;               // rows of x: up to four column tiles of 4
 
 struct XcArgs {
   const uint8_t* codes;
@@ -50,6 +56,11 @@ struct XcArgs {
 // Whether a lane's quarter of a group is whole unpack units (the instances that exist).
 constexpr bool xc_serves(int bits, int group) {
   return (group / 4) % i8_unit_codes(bits) == 0;
+}
+
+// The widths with four-tile instances (M = 9..16): the ones that beat qmm_affine_tc there.
+constexpr bool xc_four_tiles(int bits, int group) {
+  return (bits == 5 && group == 128) || (bits == 8 && group == 64);
 }
 
 template <int BITS, int G>
@@ -125,13 +136,27 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   }
 }
 
-// Two column tiles are capped at 128 registers (two blocks of 8 warps per SM): uncapped they
-// took 140 and ran 13% slower on 14336 x 5120 (docs/PERF.md). One tile keeps the default.
+// Register caps (blocks of 8 warps resident per SM): two and four column tiles at 128. Two
+// uncapped took 140 and ran 13% slower on 14336 x 5120 (docs/PERF.md); four spill 16-80 bytes
+// at 128 and take 140 uncapped, where 5-bit f16 ran 1.7x slower on two of the three shapes.
+// One tile keeps the default.
+template <int NT>
+constexpr int xc_min_blocks() {
+  return NT == 1 ? 0 : 2;
+}
+
 template <class T, int BITS, int G, int NT>
-__global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
+__global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     qmm_affine_i8_kernel(XcArgs a) {
   using Geom = XcGeom<BITS, G>;
   constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs, LW = Geom::kLoadWords;
+  // 3/5/6 bits, and four column tiles, unpack and refill a group at a time: all four groups
+  // unpacked before the refill spilled 88-272 bytes at 3/5/6 bits with two column tiles, and
+  // 136-152 bytes (8-bit g64, 4-bit g64) with four.
+  static_assert(NT != 4 || xc_four_tiles(BITS, G), "four tiles: see xc_four_tiles");
+  constexpr bool kPerGroup = !Geom::kWholeBytes || NT > 2;
+  constexpr int kMagic = 0x4B400000;  // 1.5 * 2^23 as f32: see the header
+  constexpr float kMagicHL = 12582912.0f * (1.0f + 1.0f / 256.0f);  // both biases, L's / 256
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int warps = static_cast<int>(blockDim.x) >> 5;
@@ -170,6 +195,14 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
       load_sb(s, u);
     }
   };
+  auto unpack = [](const uint32_t(&piece)[W], uint32_t(&regs)[R]) {
+    if constexpr (Geom::kWholeBytes) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) regs[r] = i8_code_reg<BITS, W>(piece, r);
+    } else {
+      i8_unpack<BITS, W>(piece, regs);
+    }
+  };
 #pragma unroll
   for (int u = 0; u < DS; ++u) load(warp + u * warps, u);
 
@@ -203,16 +236,18 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
       float sb[4][4];  // [group][s_lo, b_lo, s_hi, b_hi]
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        if constexpr (!kPerGroup) {
 #pragma unroll
-        for (int r = 0; r < R && Geom::kWholeBytes; ++r) {
-          a_lo[i][r] = i8_code_reg<BITS, W>(ring_lo[u][i], r);
-          a_hi[i][r] = i8_code_reg<BITS, W>(ring_hi[u][i], r);
+          for (int r = 0; r < R; ++r) {
+            a_lo[i][r] = i8_code_reg<BITS, W>(ring_lo[u][i], r);
+            a_hi[i][r] = i8_code_reg<BITS, W>(ring_hi[u][i], r);
+          }
         }
 #pragma unroll
         for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i);
       }
       const int next = s + DS * warps;
-      if constexpr (Geom::kWholeBytes) {
+      if constexpr (!kPerGroup) {
         load(next, u);  // refill, DS steps ahead
       } else if (next < steps) {
         load_sb(next, u);
@@ -220,13 +255,13 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int grp = 4 * s + i;
-        // 3/5/6 bits unpack and refill a group at a time: all four groups unpacked before the
-        // refill spilled 88-272 bytes with two column tiles (160-236 with only the unpack moved).
-        if constexpr (!Geom::kWholeBytes) {
-          i8_unpack<BITS, W>(ring_lo[u][i], a_lo[i]);
-          i8_unpack<BITS, W>(ring_hi[u][i], a_hi[i]);
+        if constexpr (kPerGroup) {
+          unpack(ring_lo[u][i], a_lo[i]);
+          unpack(ring_hi[u][i], a_hi[i]);
           if (next < steps) load_group(next, u, i);
         }
+        // A tile without rows of x (M = 9..12) runs on zero B rather than break out: the branch
+        // kept each tile's B loads from issuing early, and int4 g64 M = 9 ran 59 us against 49.
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           uint32_t b[R];
@@ -252,10 +287,16 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, NT == 2 ? 2 : 0)
           const int m = 4 * t + q;
           if (m < a.m) {
             const float2 dx = a.gx[static_cast<int64_t>(m) * groups + grp];
-            const float v_lo =
-                dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
-            const float v_hi =
-                dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
+            float v_lo, v_hi;
+            if constexpr (NT > 2) {  // the I2F-free sums (header)
+              v_lo = dx.x * fmaf(__int_as_float(c[1] + kMagic), 1.0f / 256.0f,
+                                 __int_as_float(c[0] + kMagic) - kMagicHL);
+              v_hi = dx.x * fmaf(__int_as_float(c[3] + kMagic), 1.0f / 256.0f,
+                                 __int_as_float(c[2] + kMagic) - kMagicHL);
+            } else {  // M <= 8: I2F kept (the sums above measured 0.87-1.39x there)
+              v_lo = dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
+              v_hi = dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
+            }
             acc[t][0] = fmaf(sb[i][0], v_lo, fmaf(sb[i][1], dx.y, acc[t][0]));
             acc[t][1] = fmaf(sb[i][2], v_hi, fmaf(sb[i][3], dx.y, acc[t][1]));
           }

@@ -113,8 +113,9 @@ TEST_P(CudaAffine, IntegerMmaQmv) {
   }
 }
 
-// The integer-mma kernel for M = 3..8 (rows of x as mma columns): every width whose lane quarter
-// of a group is whole unpack units (3/5/6 bits through the byte-permute unpacks).
+// The integer-mma kernel for M = 3..16 (rows of x as mma columns; 1, 2 or 4 column tiles, M = 9
+// and 12 with tiles holding no or few rows of x): every width whose lane quarter of a group is
+// whole unpack units (3/5/6 bits through the byte-permute unpacks).
 TEST_P(CudaAffine, IntegerMmaSmallM) {
   const auto [bits, group] = GetParam();
   if ((group / 4) % cuda::i8_unit_codes(bits) != 0)
@@ -124,8 +125,11 @@ TEST_P(CudaAffine, IntegerMmaSmallM) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
       const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 15);
       const QuantizedMatrix w = to_device(hw);
-      for (int64_t m : {3, 4, 5, 7, 8}) {
+      for (int64_t m : {3, 4, 5, 7, 8, 9, 12, 16}) {
         if (bits == 6 && group == 64 && m == 8) continue;  // declined: qmm_affine_tc is faster
+        // Four tiles exist for 5-bit g128 and 8-bit g64 only (qmm_affine_tc faster elsewhere).
+        const bool four_tiles = (bits == 5 && group == 128) || (bits == 8 && group == 64);
+        if (m > 8 && !four_tiles) continue;
         const auto a = run_check(hw, w, t, m, "qmm_affine_i8", 16);
         const auto b = run_check(hw, w, t, m, "qmm_affine_i8", 16);
         EXPECT_EQ(a, b) << "qmm_affine_i8 result changed between runs (M = " << m << ")";
