@@ -87,13 +87,13 @@ std::string qmm_affine_i8_supports(const Problem& p) {
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.m > kXcMaxM)
     return "M <= " + std::to_string(kXcMaxM) + " (four column tiles of 4 rows of x)";
-  // H200, M = 9..16 on 14336x5120 / 5120x14336 / 27648x5120: 5-bit g128 1.03-1.27x and 8-bit g64
-  // 1.11-1.51x faster than qmm_affine_tc; every other width slower on at least two shapes (int4
-  // g64 0.65-0.82x: 49-58 / 51-60 / 87-100 us against 32-39 / 37-47 / 55-70; 4-bit g128 faster
+  // H200, M = 9..16 on 14336x5120 / 5120x14336 / 27648x5120: 5-bit g128 1.02-1.25x and 8-bit g64
+  // 1.00-1.42x faster than qmm_affine_tc; every other width slower on at least two shapes (int4
+  // g64 0.57-0.74x: 48-58 / 63-80 / 89-110 us against 32-40 / 36-47 / 55-70; 4-bit g128 faster
   // only on 5120x14336), docs/perf-cuda-i8-widths.md.
   if (p.m > 8 && !xc_four_tiles(p.format.bits, p.format.group_size))
     return "M > 8 only for 5-bit groups of 128 and 8-bit groups of 64 (qmm_affine_tc is faster "
-           "for the others on the H200: int4 g64 49-100 against 32-70 us)";
+           "for the others on the H200: int4 g64 48-110 against 32-70 us)";
   if (p.k % (4 * p.format.group_size) != 0)
     return "needs K % (4 * group_size) == 0 (steps of 4 groups, 8-byte scale loads)";
   if ((p.k * p.format.bits / 8) % 16 != 0) return "needs K * bits % 128 == 0 (16-byte code rows)";

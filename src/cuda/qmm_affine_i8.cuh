@@ -22,7 +22,7 @@
 // With four tiles, a sum c of the mma (|c| <= 255 * 127 * 128 < 2^22) plus 0x4B400000 reads as
 // the f32 1.5 * 2^23 + c, so H + L/256 is two IADD, one FADD and one FMA, rounded once as
 // fmaf(float(L), 1/256, float(H)): the four I2F per group and tile run at 1/8 of the FP32 rate.
-// (At M = 3..8 it measured 0.87-1.39x across widths, int4 g64 f16 3-4% slower: not taken.)
+// (At M = 3..8 it ran 0.74-1.39x the speed, median 1.00, int4 g64 f16 3-4% slower: not taken.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
                                  __int_as_float(c[0] + kMagic) - kMagicHL);
               v_hi = dx.x * fmaf(__int_as_float(c[3] + kMagic), 1.0f / 256.0f,
                                  __int_as_float(c[2] + kMagic) - kMagicHL);
-            } else {  // M <= 8: I2F kept (the sums above measured 0.87-1.39x there)
+            } else {  // M <= 8: I2F kept (the sums above ran 0.74-1.39x the speed there)
               v_lo = dx.x * fmaf(static_cast<float>(c[1]), 1.0f / 256.0f, static_cast<float>(c[0]));
               v_hi = dx.x * fmaf(static_cast<float>(c[3]), 1.0f / 256.0f, static_cast<float>(c[2]));
             }
