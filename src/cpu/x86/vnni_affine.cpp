@@ -43,8 +43,8 @@ struct Ctl {
 alignas(64) constexpr Ctl kCtl{};
 
 // The block's planes at 2^e: plane p's two vectors in Ctl's order for the width (4-bit: the
-// even elements, then the odd ones, as the low and high nibbles). Each step is exact: products by powers of two, and
-// remainders smaller than the value they come from, on a grid x already lies on.
+// even elements, then the odd ones, as the low and high nibbles). Each step is exact: products by
+// powers of two, and remainders smaller than the value they come from, on a grid x already lies on.
 void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
   alignas(64) int8_t digit[3][kBlock];
   const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 14)));
@@ -305,16 +305,6 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
   if (w.bits == 2) return by_rows.template operator()<2>();
   if (w.bits == 3) return by_rows.template operator()<3>();
   return by_rows.template operator()<4>();
-}
-
-void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
-                 const float* xs, int64_t n0, int64_t n1, float* y) {
-  MultiPlanes mp;
-  mp.m = 1;
-  mp.planes[0] = planes;
-  mp.pow2[0] = group_pow2;
-  mp.xs[0] = xs;
-  affine_gemv_multi(w, mp, n0, n1, y, 0);
 }
 
 }  // namespace quanta::cpu::vnni

@@ -35,13 +35,8 @@ inline constexpr int64_t kAffineBlock = 128;
 // 2^-96: the caller then runs the float kernel.
 bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
 
-// y[n] for n in [n0, n1) over all of K, for w affine 2-, 3- or 4-bit with K % kAffineBlock == 0;
-// xs: the group sums of x.
-void affine_gemv(const WeightPlan& w, const uint8_t* planes, const float* group_pow2,
-                 const float* xs, int64_t n0, int64_t n1, float* y);
-
-// y[i·ldy + n] for the rows i < mp.m of x and n in [n0, n1), over all of K (same conditions on
-// w as affine_gemv).
+// y[i·ldy + n] for the rows i < mp.m (1..4) of x and n in [n0, n1), over all of K, for w affine
+// 2-, 3- or 4-bit with K % kAffineBlock == 0; mp.xs: the group sums of each row of x.
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);
 

@@ -438,14 +438,4 @@ void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t 
   return by_scheme.template operator()<2>();
 }
 
-void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-          int64_t n0, int64_t n1, float* y) {
-  MultiPlanes xr;
-  xr.m = 1;
-  xr.planes[0] = planes;
-  xr.pow2[0] = pow2;
-  xr.xs[0] = xs;
-  gemv_multi(w, xr, n0, n1, y, 0);
-}
-
 }  // namespace quanta::cpu::vnni

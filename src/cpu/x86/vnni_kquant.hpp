@@ -35,13 +35,9 @@ namespace quanta::cpu::vnni {
 // runs the float kernel.
 bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2);
 
-// y[n] for n in [n0, n1) over all of K, for w a K-quant; xs: the sums of x over each sub-block
-// (16 elements, 32 for q4_K and q5_K).
-void gemv(const WeightPlan& w, const uint8_t* planes, const float* pow2, const float* xs,
-          int64_t n0, int64_t n1, float* y);
-
-// y[i·ldy + n] for the rows i < xr.m (1 or 2) of x and n in [n0, n1): each block of W is
-// decoded once for both rows of x.
+// y[i·ldy + n] for the rows i < xr.m (1 or 2) of x and n in [n0, n1), over all of K, for w a
+// K-quant (each block decoded once for both rows of x); xr.xs: the sums of each row of x over
+// each sub-block (16 elements, 32 for q4_K and q5_K).
 void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t n1, float* y,
                 int64_t ldy);
 
