@@ -136,7 +136,9 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
                    float* y, int threads) {
   WeightPlan w = plan;
   const int64_t float_xs = kr.gemv_xs_count(w);
-  const bool kquant = w.scheme != Scheme::affine;
+  const bool kquant = w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K ||
+                      w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
+                      w.scheme == Scheme::q6_K;
   w.int8_x =
       vnni_active() && gemv_int8_pays(w) && !(kquant && m > (w.scheme == Scheme::q6_K ? 3 : 4));
   const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);

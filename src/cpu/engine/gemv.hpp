@@ -31,20 +31,29 @@ namespace quanta::cpu::QUANTA_ISA {
 // block for the K-quants, per group for affine) and a last entry: 1 if the planes were made, 0
 // if x could not be split (non-finite or tiny values; xp then holds x as f32 and the float
 // kernel runs).
+// GGUF's 32-element blocks that the affine VNNI kernel serves (vnni_affine.hpp: q5_1 only, the
+// others measured slower from DRAM).
+inline bool gguf32_int8(Scheme s) {
+  return s == Scheme::q5_1;
+}
+
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
             w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
-            (w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4) &&
+            (((w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4)) ||
+              gguf32_int8(w.scheme)) &&
              w.k % vnni::kAffineBlock == 0));
 #endif
   return false;
 }
 
+// The planes' powers of two: per group (affine and GGUF's 32-element blocks) or per 256-element
+// block (K-quants).
 inline int64_t gemv_int8_pow2_count(const WeightPlan& w) {
-  return w.scheme == Scheme::affine ? w.k / w.group : w.k / 256;
+  return w.scheme == Scheme::affine || gguf32_int8(w.scheme) ? w.k / w.group : w.k / 256;
 }
 
 // Groups whose scales are converted to f32 per pass (a stack buffer per row).
@@ -392,6 +401,8 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
     case Scheme::q4_K:
     case Scheme::q5_K:
       return 32;
+    case Scheme::q5_1:  // the min term of the integer kernel
+      return gemv_int8_x(w) ? 32 : 0;
     default:
       return 0;
   }
@@ -439,8 +450,9 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / gemv_xs_elems(w);
     auto* planes = reinterpret_cast<uint8_t*>(xp);
-    const bool made = w.scheme == Scheme::affine ? vnni::affine_prep(w, x, planes, pow2)
-                                                 : vnni::prep(w.scheme, x, K, planes, pow2);
+    const bool made = w.scheme == Scheme::affine || gguf32_int8(w.scheme)
+                          ? vnni::affine_prep(w, x, planes, pow2)
+                          : vnni::prep(w.scheme, x, K, planes, pow2);
     pow2[gemv_int8_pow2_count(w)] = made ? 1.0f : 0.0f;
   }
 #endif

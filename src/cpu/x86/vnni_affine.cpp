@@ -26,6 +26,9 @@ struct Ctl {
   // vectors covers elements [8t, 8t + 8) or [16(t/2), 16(t/2) + 16): one group (>= 32).
   alignas(64) uint8_t nibble[2][64] = {};
   alignas(64) uint8_t chunk[2][64] = {};
+  // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
+  // low nibbles of block b's 16 bytes, then their high nibbles).
+  alignas(64) uint8_t block32[2][64] = {};
   alignas(64) int32_t g32[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
   alignas(64) int32_t g64[16] = {};
   constexpr Ctl() {
@@ -33,6 +36,7 @@ struct Ctl {
       for (int i = 0; i < 64; ++i) {
         nibble[v][i] = static_cast<uint8_t>(2 * i + v);
         chunk[v][i] = static_cast<uint8_t>(16 * (i / 8) + 8 * v + i % 8);
+        block32[v][i] = static_cast<uint8_t>(32 * (i / 16) + 16 * v + i % 16);
       }
     for (int t = 0; t < 16; ++t) {
       g32[t] = t / 4;
@@ -45,7 +49,7 @@ alignas(64) constexpr Ctl kCtl{};
 // The block's planes at 2^e: plane p's two vectors in Ctl's order for the width (4-bit: the
 // even elements, then the odd ones, as the low and high nibbles). Each step is exact: products by
 // powers of two, and remainders smaller than the value they come from, on a grid x already lies on.
-void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
+void block_digits(const float* xb, uint8_t* pb, int e, const uint8_t (*order)[64]) {
   alignas(64) int8_t digit[3][kBlock];
   const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 14)));
   const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 14));
@@ -63,7 +67,6 @@ void block_digits(const float* xb, uint8_t* pb, int e, int bits) {
       _mm_store_si128(reinterpret_cast<__m128i*>(digit[p] + 16 * v),
                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c[p])));
   }
-  const uint8_t(*order)[64] = bits == 4 ? kCtl.nibble : kCtl.chunk;
   for (int p = 0; p < 3; ++p) {
     const __m512i lo = _mm512_load_si512(digit[p]), hi = _mm512_load_si512(digit[p] + 64);
     for (int v = 0; v < 2; ++v)
@@ -249,12 +252,133 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   for (; n < n1; ++n) affine_pass<BITS, G, 1, M>(w, &n, &n, mp, y + n, ldy);
 }
 
+// GGUF's 32-element blocks with 4- or 5-bit codes, as affine groups of 32 whose scale d (and
+// min m) live in the block: w = d·q + b with b = -8d (q4_0), m (q4_1), -16d (q5_0), m (q5_1).
+// Four blocks (128 weights) at a time: a two-source byte permute gathers their 64 bytes of
+// nibbles (q5: a mask from qh sets each fifth bit), word permutes their d and m.
+// Routed for q5_1 only: from DRAM (16384 x 14336) q5_1 ran 6.25-6.39 -> 4.11-4.71 ms, but q4_0
+// 3.14-3.19 -> 3.89-4.40, q4_1 4.59-4.66 -> 5.17-5.75 and q5_0 4.98-5.06 -> 6.49-7.05, although
+// from L3 all four ran faster (1.1 / 1.3 / 1.2 / 1.8x); unexplained (docs/perf-cpu.md).
+template <int BYTES, int QS, int QH, int MIN, int OFF>
+struct Legacy {
+  static constexpr int kBytes = BYTES;
+  static constexpr bool kFive = QH >= 0, kMin = MIN >= 0;
+  static constexpr float kOff = OFF;  // b = kOff · d when there is no min
+  alignas(64) uint8_t qs[64] = {};    // byte 16b + i <- block b's qs[i]
+  alignas(64) uint8_t qh[64] = {};    // byte 4b + j <- block b's qh[j]
+  alignas(64) uint16_t d[32] = {};    // word b <- block b's d
+  alignas(64) uint16_t m[32] = {};
+  constexpr Legacy() {
+    for (int i = 0; i < 64; ++i) {
+      qs[i] = static_cast<uint8_t>((i / 16) * BYTES + QS + i % 16);
+      qh[i] = static_cast<uint8_t>(i < 16 ? (i / 4) * BYTES + (QH > 0 ? QH : 0) + i % 4 : 0);
+    }
+    for (int i = 0; i < 32; ++i) {
+      d[i] = static_cast<uint16_t>(i < 4 ? i * BYTES / 2 : 0);
+      m[i] = static_cast<uint16_t>(i < 4 ? (i * BYTES + (MIN > 0 ? MIN : 0)) / 2 : 0);
+    }
+  }
+};
+using LegacyQ5_1 = Legacy<24, 8, 4, 2, 0>;  // q4_0: <18, 2, -1, -1, -8>, q4_1: <20, 4, -1, 2, 0>,
+                                            // q5_0: <22, 6, 2, -1, -16>
+template <class L>
+alignas(64) constexpr L kLegacy{};
+
+// R rows of W times M rows of x, as affine_pass (planes in Ctl::block32 order).
+template <class L, int R, int M>
+void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
+                 const MultiPlanes& mp, float* y, int64_t ldy) {
+  constexpr const L& k = kLegacy<L>;
+  constexpr int64_t kVecBytes = 4 * L::kBytes;  // <= 96: two lines, loads reach 32-56 past
+  const int64_t vecs = w.k / kBlock;
+  const __m512i lane_block = _mm512_load_si512(kCtl.g32), mask4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* rp[R];
+  const uint8_t* np[R];
+  __m512 acc[R][M], bacc[R][M];
+  for (int r = 0; r < R; ++r) {
+    rp[r] = row_at(w, rows[r]);
+    np[r] = row_at(w, next[r]);
+    for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < vecs; ++c) {
+    const int64_t off = c * kVecBytes;
+    __m512i c0[R], c1[R];
+    __m512 dv[R], bv[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      prefetch(np[r] + off);
+      prefetch(np[r] + off + 64);
+      const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
+      const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
+      c0[r] = _mm512_and_si512(q, mask4);
+      c1[r] = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask4);
+      if constexpr (L::kFive) {
+        const __m128i qh =
+            _mm512_castsi512_si128(_mm512_permutex2var_epi8(a, _mm512_load_si512(k.qh), b));
+        const __m512i five = _mm512_set1_epi8(0x10);
+        const auto bits = [](__m128i v) { return _cvtu64_mask64(_mm_cvtsi128_si64(v)); };
+        c0[r] = _mm512_or_si512(c0[r], _mm512_maskz_mov_epi8(bits(_mm_cvtepi32_epi16(qh)), five));
+        c1[r] = _mm512_or_si512(
+            c1[r], _mm512_maskz_mov_epi8(bits(_mm_cvtepi32_epi16(_mm_srli_epi32(qh, 16))), five));
+      }
+      dv[r] = _mm512_cvtph_ps(
+          _mm512_castsi512_si256(_mm512_permutex2var_epi16(a, _mm512_load_si512(k.d), b)));
+      bv[r] = L::kMin ? _mm512_cvtph_ps(_mm512_castsi512_si256(
+                            _mm512_permutex2var_epi16(a, _mm512_load_si512(k.m), b)))
+                      : _mm512_mul_ps(dv[r], _mm512_set1_ps(L::kOff));
+      bv[r] = _mm512_maskz_mov_ps(0x000F, bv[r]);
+      dv[r] = _mm512_permutexvar_ps(lane_block, dv[r]);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m) {
+      const uint8_t* xb = mp.planes[m] + c * kPlaneBytes;
+      __m512i xv[6];
+      for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+      const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c]);
+      const __m512 xs = _mm512_maskz_loadu_ps(0x000F, mp.xs[m] + 4 * c);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m512i t[3];
+        for (int p = 0; p < 3; ++p)
+          t[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0[r], xv[2 * p]),
+                                     c1[r], xv[2 * p + 1]);
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(t[0], 7), t[1]), 7), t[2]));
+        acc[r][m] = _mm512_fmadd_ps(_mm512_mul_ps(dv[r], p2), v, acc[r][m]);
+        bacc[r][m] = _mm512_fmadd_ps(bv[r], xs, bacc[r][m]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m)
+      y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]) + _mm512_reduce_add_ps(bacc[r][m]);
+}
+
+template <class L, int M>
+void legacy_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  constexpr int R = M <= 2 ? kRows : kRows / 2;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    int64_t rows[R], next[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = n + r;
+      next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
+    }
+    legacy_pass<L, R, M>(w, rows, next, mp, y + n, ldy);
+  }
+  for (; n < n1; ++n) legacy_pass<L, 1, M>(w, &n, &n, mp, y + n, ldy);
+}
+
 }  // namespace
 
 bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   // Nothing is written to the planes until every block is usable (the caller keeps xp as f32).
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
+  const uint8_t(*order)[64] = w.scheme != Scheme::affine ? kCtl.block32
+                              : w.bits == 4              ? kCtl.nibble
+                                                         : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -267,7 +391,7 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
     // The largest |x| / 2^(e + 14) in [64, 128), or [32, 64) where it would round to 128.
     int e = std::ilogb(big[b]) - 20;
     if (std::nearbyint(std::ldexp(big[b], -(e + 14))) > 127.0f) ++e;
-    block_digits(x + b * kBlock, pb, e, w.bits);
+    block_digits(x + b * kBlock, pb, e, order);
     big[b] = std::ldexp(1.0f, e);
   }
   // Every group takes its block's 2^e; from the last block down, as big[] is read in place.
@@ -302,6 +426,21 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
         return by_group.template operator()<BITS, 4>();
     }
   };
+  if (w.scheme != Scheme::affine) {
+    auto legacy = [&]<class L>() {
+      switch (mp.m) {
+        case 1:
+          return legacy_rows<L, 1>(w, mp, n0, n1, y, ldy);
+        case 2:
+          return legacy_rows<L, 2>(w, mp, n0, n1, y, ldy);
+        case 3:
+          return legacy_rows<L, 3>(w, mp, n0, n1, y, ldy);
+        default:
+          return legacy_rows<L, 4>(w, mp, n0, n1, y, ldy);
+      }
+    };
+    return legacy.template operator()<LegacyQ5_1>();
+  }
   if (w.bits == 2) return by_rows.template operator()<2>();
   if (w.bits == 3) return by_rows.template operator()<3>();
   return by_rows.template operator()<4>();
