@@ -257,8 +257,9 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
 // Four blocks (128 weights) at a time: a two-source byte permute gathers their 64 bytes of
 // nibbles (q5: a mask from qh sets each fifth bit), word permutes their d and m.
 // Routed for q5_1 only: from DRAM (16384 x 14336) q5_1 ran 6.25-6.39 -> 4.11-4.71 ms, but q4_0
-// 3.14-3.19 -> 3.89-4.40, q4_1 4.59-4.66 -> 5.17-5.75 and q5_0 4.98-5.06 -> 6.49-7.05, although
-// from L3 all four ran faster (1.1 / 1.3 / 1.2 / 1.8x); unexplained (docs/perf-cpu.md).
+// 3.14-3.19 -> 3.89-4.40, q4_1 4.59-4.66 -> 5.17-5.75 and q5_0 4.98-5.06 -> 6.49-7.05: the
+// gathers per four blocks cost about what q4_0's whole float kernel does, and only q5_1's float
+// kernel is slow enough to lose to it (docs/perf-cpu.md).
 template <int BYTES, int QS, int QH, int MIN, int OFF>
 struct Legacy {
   static constexpr int kBytes = BYTES;
