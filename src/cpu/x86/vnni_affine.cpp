@@ -235,10 +235,10 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
 }
 
 // Rows [n0, n1) of W in passes of R (4 for one or two rows of x, 2 for three or four, so the
-// accumulators, codes and planes of a pass stay in registers), the rest one at a time.
-template <int BITS, int G, int M>
-void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy) {
+// accumulators, codes and planes of a pass stay in registers), the rest one at a time:
+// pass.template operator()<R>(rows, next, y + first row).
+template <int M, class Pass>
+void row_passes(const WeightPlan& w, int64_t n0, int64_t n1, float* y, Pass&& pass) {
   constexpr int R = M <= 2 ? kRows : kRows / 2;
   int64_t n = n0;
   for (; n + R <= n1; n += R) {
@@ -247,9 +247,17 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
       rows[r] = n + r;
       next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
     }
-    affine_pass<BITS, G, R, M>(w, rows, next, mp, y + n, ldy);
+    pass.template operator()<R>(rows, next, y + n);
   }
-  for (; n < n1; ++n) affine_pass<BITS, G, 1, M>(w, &n, &n, mp, y + n, ldy);
+  for (; n < n1; ++n) pass.template operator()<1>(&n, &n, y + n);
+}
+
+template <int BITS, int G, int M>
+void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
+    affine_pass<BITS, G, R, M>(w, rows, next, mp, out, ldy);
+  });
 }
 
 // GGUF's 32-element blocks with 4- or 5-bit codes, as affine groups of 32 whose scale d (and
@@ -358,17 +366,9 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
 template <class L, int M>
 void legacy_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
-  constexpr int R = M <= 2 ? kRows : kRows / 2;
-  int64_t n = n0;
-  for (; n + R <= n1; n += R) {
-    int64_t rows[R], next[R];
-    for (int r = 0; r < R; ++r) {
-      rows[r] = n + r;
-      next[r] = n + R + r < w.n ? n + R + r : w.n - 1;
-    }
-    legacy_pass<L, R, M>(w, rows, next, mp, y + n, ldy);
-  }
-  for (; n < n1; ++n) legacy_pass<L, 1, M>(w, &n, &n, mp, y + n, ldy);
+  row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
+    legacy_pass<L, R, M>(w, rows, next, mp, out, ldy);
+  });
 }
 
 }  // namespace
