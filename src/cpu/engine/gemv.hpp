@@ -24,19 +24,24 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1 on the avx512 level when the
-// driver found VNNI and VBMI usable (w.int8_x, set once per call so that the prep and every task
-// agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per 256-element
-// block for the K-quants, per group for affine) and a last entry: 1 if the planes were made, 0
-// if x could not be split (non-finite or tiny values; xp then holds x as f32 and the float
-// kernel runs).
 // GGUF's 32-element blocks that the affine VNNI kernel serves (vnni_affine.hpp: q5_1 only, the
 // others measured slower from DRAM).
 inline bool gguf32_int8(Scheme s) {
   return s == Scheme::q5_1;
 }
 
+// Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
+inline bool int8_affine_kernel(const WeightPlan& w) {
+  return w.scheme == Scheme::affine || gguf32_int8(w.scheme);
+}
+
+// Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
+// K-quants, q5_1 and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1..4 on the avx512
+// level when the driver found VNNI and VBMI usable (w.int8_x, set once per call so that the prep
+// and every task agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per
+// 256-element block for the K-quants, per group otherwise) and a last entry: 1 if the planes
+// were made, 0 if x could not be split (non-finite or tiny values; xp then holds x as f32 and
+// the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
@@ -53,7 +58,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
 // The planes' powers of two: per group (affine and GGUF's 32-element blocks) or per 256-element
 // block (K-quants).
 inline int64_t gemv_int8_pow2_count(const WeightPlan& w) {
-  return w.scheme == Scheme::affine || gguf32_int8(w.scheme) ? w.k / w.group : w.k / 256;
+  return int8_affine_kernel(w) ? w.k / w.group : w.k / 256;
 }
 
 // Groups whose scales are converted to f32 per pass (a stack buffer per row).
@@ -450,12 +455,27 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / gemv_xs_elems(w);
     auto* planes = reinterpret_cast<uint8_t*>(xp);
-    const bool made = w.scheme == Scheme::affine || gguf32_int8(w.scheme)
-                          ? vnni::affine_prep(w, x, planes, pow2)
-                          : vnni::prep(w.scheme, x, K, planes, pow2);
+    const bool made = int8_affine_kernel(w) ? vnni::affine_prep(w, x, planes, pow2)
+                                            : vnni::prep(w.scheme, x, K, planes, pow2);
     pow2[gemv_int8_pow2_count(w)] = made ? 1.0f : 0.0f;
   }
 #endif
 }
+
+#ifdef QUANTA_CPU_X86
+// y[i·ldy + n] for the m rows of x whose planes gemv_prep made (xp[i], xs[i]), n in [n0, n1).
+inline void gemv_int8_rows(const WeightPlan& w, const float* const* xp, const float* const* xs,
+                           int m, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  vnni::MultiPlanes mp;
+  mp.m = m;
+  for (int i = 0; i < m; ++i) {
+    mp.planes[i] = reinterpret_cast<const uint8_t*>(xp[i]);
+    mp.xs[i] = xs[i];
+    mp.pow2[i] = xs[i] + w.k / gemv_xs_elems(w);
+  }
+  if (int8_affine_kernel(w)) return vnni::affine_gemv_multi(w, mp, n0, n1, y, ldy);
+  vnni::gemv_multi(w, mp, n0, n1, y, ldy);
+}
+#endif
 
 }  // namespace quanta::cpu::QUANTA_ISA

@@ -53,19 +53,21 @@ void prefetch_block(const uint8_t* p, int64_t bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
 
-// R rows of W (rp[r], blocks of BYTES) over every block, M rows of x: block(blk, b, acc[r])
-// adds the block to the M accumulators of row r, the rows' next blocks prefetched (next[r]);
-// y[m·ldy + r] = the lane sum of acc[r][m].
+// R rows of W (rp[r], blocks of BYTES) over every block, M rows of x (xr): block(blk, pb, b,
+// acc[r]) adds the block to the M accumulators of row r (pb[m]: the block's planes of row m of
+// x), the rows' next blocks prefetched (next[r]); y[m·ldy + r] = the lane sum of acc[r][m].
 template <int R, int64_t BYTES, int M, class Block>
-void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, float* y,
-                int64_t ldy, Block&& block) {
+void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+                const MultiPlanes& xr, float* y, int64_t ldy, Block&& block) {
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * BYTES, BYTES);
+    const uint8_t* pb[M];
+    for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) block(rp[r] + b * BYTES, b, acc[r]);
+    for (int r = 0; r < R; ++r) block(rp[r] + b * BYTES, pb, b, acc[r]);
   }
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]);
@@ -103,9 +105,8 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
   const __m512i mask3 = _mm512_set1_epi8(3);
   const __m512i table = _mm512_load_si512(kCtl.q2s);
   block_rows<R, kQ2Bytes, M>(
-      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
-        const uint8_t* pb[M];
-        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
+      rp, next, blocks, xr, y, ldy,
+      [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
         // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
         const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
@@ -147,9 +148,8 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
   block_rows<R, kQ3Bytes, M>(
-      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
-        const uint8_t* pb[M];
-        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
+      rp, next, blocks, xr, y, ldy,
+      [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
@@ -196,9 +196,8 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
   block_rows<R, kBytes, M>(
-      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
-        const uint8_t* pb[M];
-        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
+      rp, next, blocks, xr, y, ldy,
+      [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4))),
@@ -253,9 +252,8 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
   block_rows<R, kQ6Bytes, M>(
-      rp, next, blocks, y, ldy, [&](const uint8_t* blk, int64_t b, __m512(&acc)[M]) {
-        const uint8_t* pb[M];
-        for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
+      rp, next, blocks, xr, y, ldy,
+      [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
         // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
         const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64);
