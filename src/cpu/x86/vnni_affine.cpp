@@ -13,10 +13,9 @@ namespace {
 constexpr int64_t kBlock = kAffineBlock;
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (Ctl's order)
 constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
-// Rows of W per pass at M = 1, each prefetched a pass ahead at the same offset. From DRAM on the
-// 2-core Zen 5 VM, 4-bit with 4 rows ran within a few % of the float kernel (g128 up to 1.4x
-// faster when the VM's memory was fast); 1 row (prefetching 2-6 KB ahead) and 2 rows were
-// slower for g64 and g32, prefetching 2-6 KB ahead with 4 rows too (docs/perf-cpu.md).
+// Rows of W per pass at M = 1, the next pass's rows prefetched as one run (next_run). 1 row
+// (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and g32, prefetching 2-6 KB ahead
+// with 4 rows too (docs/perf-cpu.md).
 constexpr int kRows = 4;
 
 struct Ctl {
@@ -131,12 +130,26 @@ void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
+// The next pass's R rows as one run of bytes when they are consecutive in memory (else null):
+// prefetching that run in address order, R·(a block's bytes) per step, reads as one stream,
+// where a request per row at the current offset is R interleaved streams (on the 2-core Zen 5
+// VM a plain read of four interleaved 7 KB rows per thread ran 35 GB/s, one stream 42-48,
+// and the same four rows with the next four prefetched as one run 44-46: docs/perf-cpu.md).
+template <int R>
+const uint8_t* next_run(const WeightPlan& w, const int64_t* next) {
+  const uint8_t* first = row_at(w, next[0]);
+  for (int r = 1; r < R; ++r)
+    if (next[r] != next[0] + r || row_at(w, next[r]) != first + r * w.row_bytes) return nullptr;
+  return first;
+}
+
 // R rows of W per pass, as the K-quant kernels, times M (1..4) rows of x: each row's block of
 // codes is unpacked once and serves every row of x, each vector of planes is loaded once and
-// serves the R rows; each row of W is prefetched a pass ahead at the same offset (one request
-// per line). Per block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7
-// + c2 in int32 (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times
-// that row of x's 2^e for the block).
+// serves the R rows; the next pass's rows are prefetched a line per request, as one run in
+// address order where they are consecutive (next_run), else each at the current offset. Per
+// block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7 + c2 in int32
+// (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times that row of x's
+// 2^e for the block).
 template <int BITS, int G, int R, int M>
 void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
@@ -154,6 +167,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     np[r] = row_at(w, next[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
+  const uint8_t* seq = next_run<R>(w, next);
   for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
     for (int r = 0; r < R; ++r) {
@@ -189,7 +203,8 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto codes = [&](int r, __m512i& c0, __m512i& c1) {
-        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(np[r] + off + l);
+        const uint8_t* pf = seq ? seq + R * off + r * kBlockBytes : np[r] + off;
+        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(pf + l);
         load_codes<BITS>(rp[r] + off, c0, c1);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
@@ -309,14 +324,16 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     np[r] = row_at(w, next[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
+  const uint8_t* seq = next_run<R>(w, next);
   for (int64_t c = 0; c < vecs; ++c) {
     const int64_t off = c * kVecBytes;
     __m512i c0[R], c1[R];
     __m512 dv[R], bv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      prefetch(np[r] + off);
-      prefetch(np[r] + off + 64);
+      const uint8_t* pf = seq ? seq + R * off + r * kVecBytes : np[r] + off;
+      prefetch(pf);
+      prefetch(pf + 64);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);
