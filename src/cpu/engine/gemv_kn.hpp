@@ -147,6 +147,51 @@ inline constexpr int kKnPassRows = 4;
 // fast.cpp halves the panel where L1 is smaller.
 inline constexpr int64_t kKnPanel = 8192;
 
+// 2-bit byte lanes, two K-rows per table lookup: a 4-bit index holds the code of row k (bits
+// 0-1) and of row k + 1 (bits 2-3) for one column, and a 16-entry table of
+// (i & 3)·x[k] + (i >> 2)·x[k + 1] turns it into both rows' products at once: per 16 columns
+// and two rows one vpermps and one add instead of two vpermps and two FMAs (the indices cost
+// two shifts and two bit-selects per 64 columns and pair).
+template <class C, int R>
+inline constexpr bool kPairLanes = W == 16 && C::P == 4 && R % 2 == 0 && C::kLanes;
+
+template <int R>
+inline void kn_pairs2(const WeightPlan& w, const uint8_t* const* row, const float* x, float* acc,
+                      int64_t c0, int64_t c1, bool first) {
+  constexpr int kPairs = R / 2;
+  constexpr int64_t kCols = 4 * W, kCB = kCols / 4;
+  V::Tbl t[kPairs];
+  for (int p = 0; p < kPairs; ++p) {
+    alignas(64) float v[16];
+    for (int i = 0; i < 16; ++i)
+      v[i] = static_cast<float>(i & 3) * x[2 * p] + static_cast<float>(i >> 2) * x[2 * p + 1];
+    t[p] = V::tbl(v);
+  }
+  const I m33 = V::seti(0x33), mcc = V::seti(0xCC);
+  for (int64_t c = c0; c < c1; ++c) {
+    F q[4];
+    for (int p = 0; p < kPairs; ++p) {
+      const I r0 = V::u8(row[2 * p] + c * kCB), r1 = V::u8(row[2 * p + 1] + c * kCB);
+      // codes 0 and 2 (low and high nibble), codes 1 and 3, of both rows
+      const I a = V::or_(V::and_(r0, m33), V::and_(V::template shl<2>(r1), mcc));
+      const I b = V::or_(V::and_(V::template shr<2>(r0), m33), V::and_(r1, mcc));
+      const F v0 = V::lut(t[p], a), v1 = V::lut(t[p], b);
+      const F v2 = V::lut(t[p], V::template shr<4>(a)), v3 = V::lut(t[p], V::template shr<4>(b));
+      if (p == 0) {
+        q[0] = v0, q[1] = v1, q[2] = v2, q[3] = v3;
+      } else {
+        q[0] = V::add(q[0], v0), q[1] = V::add(q[1], v1);
+        q[2] = V::add(q[2], v2), q[3] = V::add(q[3], v3);
+      }
+    }
+    for (int r = 0; r < R; ++r) V::prefetch(row[r] + c * kCB + R * w.row_bytes);  // next pass
+    if ((c & 1) == 0) V::prefetch_l2(row[0] + c * kCB + kKnRows * w.row_bytes);   // next block
+    float* a = acc + (c - c0) * kCols;
+    for (int j = 0; j < 4; ++j)
+      V::store(a + j * W, first ? q[j] : V::add(V::load(a + j * W), q[j]));
+  }
+}
+
 // y[n0, n1) (lane order) += Σ_{k ∈ [k0, k1)} x[k] · w[k, n] for a panel [n0, n1) (n0 a multiple
 // of the chunk's kCols: 64 columns for 2-bit affine on AVX-512, 32 otherwise). Each K-row's run
 // across the panel is read once, in address order, into sums held in L1; every block the
@@ -173,6 +218,7 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
         row[r] = row_ptr(w, kb + i + r);
         xb[r] = V::set1(x[kb + i + r]);
       }
+      if constexpr (kPairLanes<C, R>) return kn_pairs2<R>(w, row, x + kb + i, acc, c0, c1, i == 0);
       for (int64_t c = c0; c < c1; ++c) {
         for (int r = 0; r < R; ++r) {
           const uint8_t* p = row[r] + c * kCB;
