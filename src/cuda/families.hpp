@@ -45,6 +45,12 @@ std::string qmm_affine_i8_supports(const Problem& p);
 void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmm_affine_rf.cu: affine nk, 4-bit, f16/bf16, small and medium M; codes streamed straight into
+// registers and dequantized there, x and scales staged once per 128-row block, mma.sync, stream-K.
+std::string qmm_affine_rf_supports(const Problem& p);
+void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
 // qmm_dq.cpp: nk, larger M: slabs of W dequantized to x's dtype and multiplied by cuBLAS;
 // qmm_affine_dq with dequantize_affine, qmm_generic_dq (every other format) with
 // dequantize_generic.

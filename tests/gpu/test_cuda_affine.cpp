@@ -138,6 +138,28 @@ TEST_P(CudaAffine, IntegerMmaSmallM) {
   }
 }
 
+// The register-fed kernel (4-bit): 1, 2, 4 and 8 column tiles, M past 64 in passes, odd M,
+// ragged N (rows past N never stored), K with a partial last stage (chunks past K zero) where the
+// group allows it, stream-K splits (several CTAs per row tile) and deterministic reruns.
+TEST_P(CudaAffine, RegisterFedQmm) {
+  const auto [bits, group] = GetParam();
+  if (bits != 4) GTEST_SKIP() << "qmm_affine_rf serves 4-bit codes";
+  // K: one stage; a stage and a half (g32: 130 groups, g64: 70); many stages.
+  const int64_t ragged_k = group == 32 ? 4160 : group == 64 ? 4480 : 4608;
+  for (DType t : {DType::f16, DType::bf16})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 256}, {264, ragged_k}, {17, 2048}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 23);
+      const QuantizedMatrix w = to_device(hw);
+      for (int64_t m : {1, 2, 5, 8, 9, 16, 31, 32, 33, 64, 127, 128, 257}) {
+        const auto a = run_check(hw, w, t, m, "qmm_affine_rf", static_cast<uint32_t>(m));
+        if (m == 9 || m == 64 || m == 127) {
+          const auto b = run_check(hw, w, t, m, "qmm_affine_rf", static_cast<uint32_t>(m));
+          EXPECT_EQ(a, b) << "qmm_affine_rf result changed between runs (M = " << m << ")";
+        }
+      }
+    }
+}
+
 TEST_P(CudaAffine, DequantizeThenCublas) {
   const auto [bits, group] = GetParam();
   for (DType t : {DType::f16, DType::bf16}) {

@@ -1,0 +1,363 @@
+// qmm_affine_rf ("register-fed"): y[m, n] = Σ_k x[m, k] · (s[n, g]·q[n, k] + b[n, g]) for 4-bit
+// affine weights [N, K], f16/bf16 activations, M <= 64 per pass, on mma.sync m16n8k16 with f32
+// accumulators.
+//
+// Why: qmm_affine_tc stages the codes through shared memory (cp.async, then shared loads), which
+// puts every code byte twice on the MIO pipe; at M = 1 the register-direct qmv_affine_rd beat that
+// by 1.5x. Here the codes go straight from global memory into registers (16-byte streaming loads,
+// kept D windows ahead in a register ring) and only x and the scales are staged in shared memory,
+// once per block of 128 rows, so x's traffic from L2 stays at M·256·2 bytes per 16 KB of codes.
+//
+// Layout of the work (the same as qmm_affine_tc apart from where the codes live):
+//   unit   = [128 rows x 256 codes] of W; a stage of the double-buffered cp.async ring holds the
+//            unit's scales/biases and [min(M, 8·MT) x 256] of x (zero-filled past K).
+//   window = half a unit (128 codes); a lane's codes of one window are 4 x 16 bytes (rows g,
+//            g + 8 of its warp's two 16-row A-tiles, chunk q of 32 codes): one ring slot.
+//   grid   = persistent, stream-K over the units (row-tile major), as qmm_affine_tc; a row tile
+//            cut between CTAs is summed by its last CTA from a per-stream workspace, in slot
+//            order (deterministic).
+//   CTA    = 4 warps, 128 rows (32 a warp: two A-tiles of 16).
+//   mma    = A: the codes dequantized as s·q + b rounded once to T (LOP3 under a magic number,
+//            HSUB2, HFMA2: MLX's rounding, as qmm_affine_tc); B: rows of x as the n8 columns
+//            (MT tiles of 8 rows), read raw from shared memory (one 16-byte load gives a lane
+//            the pairs of two k16 steps after 4 byte permutes); lanes past M read row M - 1,
+//            and those columns are never stored.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/affine_unpack.cuh"
+#include "cuda/common.cuh"
+#include "cuda/mma.cuh"
+#include "cuda/qmm_affine_tc.cuh"  // TcArgs, first_unit, cta_of_unit
+#include "cuda/runtime.cuh"
+
+namespace quanta::cuda {
+
+inline constexpr int kRfThreads = 128;
+inline constexpr int kRfRows = 128;  // rows of W per CTA
+inline constexpr int kRfBK = 256;    // codes of K per stage (two windows)
+inline constexpr int kRfMaxMT = 8;   // column tiles of one pass: M <= 64
+
+// A 16-byte streaming load of codes asking L2 for the surrounding 256 bytes: a lane quad reads
+// 64 bytes of a row per window, and the row's next three windows then come from L2.
+__device__ __forceinline__ uint4 rf_ldcs_l2(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void rf_prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
+template <class T, int MT, int D, int MINB>
+__global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const TcArgs a) {
+  using V = typename Vec2<T>::type;
+  __shared__ int is_last;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int64_t C = gridDim.x, c = blockIdx.x;
+  const int64_t u_begin = first_unit(c, a.units, C), u_end = first_unit(c + 1, a.units, C);
+  const int S = a.tile_stages;
+  const int64_t row_bytes = static_cast<int64_t>(a.k) / 2;
+  const int groups = a.k >> a.log2_group;
+  const T* x = static_cast<const T*>(a.x);
+  const T* scales = reinterpret_cast<const T*>(a.scales);
+  const T* biases = reinterpret_cast<const T*>(a.biases);
+
+  // Rows of x of the lane's columns (lanes past M read row M - 1; never stored).
+  const T* xrow[MT];
+#pragma unroll
+  for (int t = 0; t < MT; ++t) xrow[t] = x + static_cast<int64_t>(min(8 * t + g, a.m - 1)) * a.k;
+
+  // ---- the ring: window li of this CTA's range (2 per unit), loaded D windows ahead: the
+  // lane's codes (chunk q of rows g, g + 8 of both A-tiles) and those rows' scale and bias.
+  const int64_t nwin = 2 * (u_end - u_begin);
+  int64_t li = 0;        // next window to load
+  int lrt = 0, lst = 0;  // its unit
+  int lhalf = 0;         // and half
+  int code_rt = -1;
+  const uint8_t* crow[2][2] = {{a.codes, a.codes}, {a.codes, a.codes}};
+  int64_t srow[2][2] = {{0, 0}, {0, 0}};  // rows' first scale entry
+  struct Slot {
+    uint32_t w[2][2][4];
+    T s[2][2], b[2][2];
+  };
+  auto load_window = [&](Slot& r) {
+    if (li < nwin) {
+      if (lrt != code_rt) {
+        code_rt = lrt;
+#pragma unroll
+        for (int at = 0; at < 2; ++at)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) {
+            const int n = min(lrt * kRfRows + 32 * warp + 16 * at + 8 * rho + g, a.n - 1);
+            crow[at][rho] = a.codes + static_cast<int64_t>(n) * row_bytes + 16 * q;
+            srow[at][rho] = static_cast<int64_t>(n) * groups;
+          }
+      }
+      const int kc = lst * kRfBK + lhalf * 128;
+      if (kc + 32 * q < a.k) {
+        const int grp = (kc + 32 * q) >> a.log2_group;
+        // x of that window (the lane's 64 bytes of each row) into L1 ahead of its loads.
+#pragma unroll
+        for (int t = 0; t < MT; ++t) rf_prefetch_l1(xrow[t] + kc + 32 * q);
+#pragma unroll
+        for (int at = 0; at < 2; ++at)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) {
+            const uint4 v = rf_ldcs_l2(crow[at][rho] + kc / 2);
+            r.w[at][rho][0] = v.x;
+            r.w[at][rho][1] = v.y;
+            r.w[at][rho][2] = v.z;
+            r.w[at][rho][3] = v.w;
+            r.s[at][rho] = scales[srow[at][rho] + grp];
+            r.b[at][rho] = biases[srow[at][rho] + grp];
+          }
+      } else {  // past K: A = 0·q + 0 (and B is zero there too)
+#pragma unroll
+        for (int at = 0; at < 2; ++at)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) r.w[at][rho][i] = 0u;
+            r.s[at][rho] = from_f32<T>(0.0f);
+            r.b[at][rho] = from_f32<T>(0.0f);
+          }
+      }
+      if (++lhalf == 2) {
+        lhalf = 0;
+        if (++lst == S) {
+          lst = 0;
+          ++lrt;
+        }
+      }
+    }
+    ++li;
+  };
+
+  float acc[2][MT][4];
+  auto zero_acc = [&] {
+#pragma unroll
+    for (int at = 0; at < 2; ++at)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[at][t][e] = 0.0f;
+  };
+  T* y = static_cast<T*>(a.y);
+  // acc[at][t][e]: row n0 + 32·warp + 16·at + g + 8·(e / 2), column m = 8·t + 2q + e % 2.
+  auto flush = [&](int rt) {
+    const int n0 = rt * kRfRows;
+    const int64_t first = static_cast<int64_t>(rt) * S, last = first + S - 1;
+    if (first >= u_begin && last < u_end) {  // this CTA ran the whole row tile
+#pragma unroll
+      for (int at = 0; at < 2; ++at)
+#pragma unroll
+        for (int t = 0; t < MT; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int n = n0 + 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
+            if (n < a.n && m < a.m)
+              y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(acc[at][t][e]);
+          }
+      return;
+    }
+    const int64_t c_first = cta_of_unit(first, a.units, C), c_last = cta_of_unit(last, a.units, C);
+    const int64_t tile_slots = static_cast<int64_t>(rt) * a.max_contrib;
+    float* part = a.partials + (tile_slots + (c - c_first)) * a.m * kRfRows;
+#pragma unroll
+    for (int at = 0; at < 2; ++at)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
+          if (m < a.m) __stcg(part + m * kRfRows + r, acc[at][t][e]);
+        }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0)
+      is_last = atomicAdd(&a.counters[rt], 1u) == static_cast<uint32_t>(c_last - c_first);
+    __syncthreads();
+    if (is_last) {
+      __threadfence();
+      // Float4 pieces of the slots (32 per row of x), four pieces per thread in flight: the
+      // slots' loads go out together instead of one L2 round trip per element.
+      const int rows = min(kRfRows, a.n - n0);
+      const int slots = static_cast<int>(c_last - c_first) + 1;
+      const int pieces = a.m * (kRfRows / 4);
+      for (int p0 = tid; p0 < pieces; p0 += 4 * kRfThreads) {
+        float4 sum[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sum[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int sl = 0; sl < slots; ++sl) {
+          const float4* src =
+              reinterpret_cast<const float4*>(a.partials + (tile_slots + sl) * a.m * kRfRows);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int p = p0 + u * kRfThreads;
+            if (p < pieces) {
+              const float4 v = __ldcg(src + p);
+              sum[u].x += v.x;
+              sum[u].y += v.y;
+              sum[u].z += v.z;
+              sum[u].w += v.w;
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int p = p0 + u * kRfThreads;
+          if (p >= pieces) continue;
+          const int m = p / (kRfRows / 4), r = 4 * (p % (kRfRows / 4));
+          T* yr = y + static_cast<int64_t>(m) * a.n + n0;
+          const float v[4] = {sum[u].x, sum[u].y, sum[u].z, sum[u].w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (r + e < rows) yr[r + e] = from_f32<T>(v[e]);
+        }
+      }
+      if (tid == 0) a.counters[rt] = 0;
+    }
+  };
+
+  // (row tile, stage) of the unit being computed.
+  int cur_rt, cur_st;
+  if (a.units < (int64_t{1} << 32)) {
+    cur_rt = static_cast<int>(static_cast<uint32_t>(u_begin) / static_cast<uint32_t>(S));
+    cur_st = static_cast<int>(static_cast<uint32_t>(u_begin) - static_cast<uint32_t>(cur_rt) * S);
+  } else {
+    cur_rt = static_cast<int>(u_begin / S);
+    cur_st = static_cast<int>(u_begin % S);
+  }
+  lrt = cur_rt;
+  lst = cur_st;
+
+  Slot ring[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) load_window(ring[d]);
+  zero_acc();
+  int acc_rt = cur_rt;
+  const uint32_t magic = magic_register(Magic<T>::kBits2);
+  const V off = Magic<T>::offset2();
+
+  for (int64_t wb = 0; wb < nwin; wb += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int64_t wi = wb + d;
+      if (wi >= nwin) break;
+      const int half = static_cast<int>(wi & 1);
+      if (half == 0 && cur_rt != acc_rt) {  // a new row tile
+        flush(acc_rt);
+        zero_acc();
+        acc_rt = cur_rt;
+      }
+      const int kx = cur_st * kRfBK + 128 * half + 32 * q;  // the lane's chunk in K
+      const bool kok = kx < a.k;
+      if (half == 1 && ++cur_st == S) {
+        cur_st = 0;
+        ++cur_rt;
+      }
+      V s2[2][2], b2[2][2];
+#pragma unroll
+      for (int at = 0; at < 2; ++at)
+#pragma unroll
+        for (int rho = 0; rho < 2; ++rho) {
+          s2[at][rho].x = s2[at][rho].y = ring[d].s[at][rho];
+          b2[at][rho].x = b2[at][rho].y = ring[d].b[at][rho];
+        }
+#pragma unroll
+      for (int jp = 0; jp < 4; ++jp) {
+        // A pairs 4jp..4jp+3 of the lane's four rows: s·q + b rounded once to T.
+        uint32_t av[2][2][4];
+#pragma unroll
+        for (int at = 0; at < 2; ++at)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const uint32_t p = unpack_pair<4>(ring[d].w[at][rho], 4 * jp + i, magic);
+              av[at][rho][i] =
+                  as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho], b2[at][rho]));
+            }
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          // B: activations kx + 8jp .. + 7 of row 8t + g (L1/L2: every warp of the CTA reads
+          // them); pair i is (x[i], x[i + 4]).
+          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+          if (kok) xv = __ldg(reinterpret_cast<const uint4*>(xrow[t] + kx + 8 * jp));
+          const uint32_t bf0[2] = {__byte_perm(xv.x, xv.z, 0x5410),
+                                   __byte_perm(xv.x, xv.z, 0x7632)};
+          const uint32_t bf1[2] = {__byte_perm(xv.y, xv.w, 0x5410),
+                                   __byte_perm(xv.y, xv.w, 0x7632)};
+#pragma unroll
+          for (int at = 0; at < 2; ++at) {
+            const uint32_t af[4] = {av[at][0][0], av[at][1][0], av[at][0][1], av[at][1][1]};
+            mma_16816<T>(acc[at][t], af, bf0);
+          }
+#pragma unroll
+          for (int at = 0; at < 2; ++at) {
+            const uint32_t af[4] = {av[at][0][2], av[at][1][2], av[at][0][3], av[at][1][3]};
+            mma_16816<T>(acc[at][t], af, bf1);
+          }
+        }
+      }
+      load_window(ring[d]);  // refill this slot D windows ahead
+    }
+  }
+  if (u_begin < u_end) flush(acc_rt);
+}
+
+// Register ring depth (windows of codes in flight per lane) and blocks per SM (launch bounds) of
+// the variants; QUANTA_QMM_RF_VARIANT picks one (measurement runs only).
+template <int MT, int VARIANT>
+inline constexpr int kRfDepth = VARIANT == 2 ? 1 : 2;
+template <int MT, int VARIANT>
+inline constexpr int kRfMinBlocks = VARIANT == 0 ? (MT <= 2 ? 3 : 2)
+                                                 : (MT <= 2   ? 4
+                                                    : MT == 4 ? 3
+                                                              : 2);
+inline constexpr int kRfVariants = 3;
+
+template <class T, int MT, int VARIANT>
+void launch_qmm_affine_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
+  qmm_affine_rf_kernel<T, MT, kRfDepth<MT, VARIANT>, kRfMinBlocks<MT, VARIANT>>
+      <<<grid, kRfThreads, 0, stream>>>(a);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+// CTAs of one instantiation that fit on a multiprocessor (the persistent grid's size).
+template <class T, int MT, int VARIANT>
+int occupancy_qmm_affine_rf() {
+  static const int c = [] {
+    int b = 0;
+    QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &b, qmm_affine_rf_kernel<T, MT, kRfDepth<MT, VARIANT>, kRfMinBlocks<MT, VARIANT>>,
+        kRfThreads, 0));
+    return b > 0 ? b : 1;
+  }();
+  return c;
+}
+
+#define QUANTA_RF_ONE(EXTERN, T, MT)                                                      \
+  EXTERN template void launch_qmm_affine_rf<T, MT, 0>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template void launch_qmm_affine_rf<T, MT, 1>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template void launch_qmm_affine_rf<T, MT, 2>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template int occupancy_qmm_affine_rf<T, MT, 0>();                                \
+  EXTERN template int occupancy_qmm_affine_rf<T, MT, 1>();                                \
+  EXTERN template int occupancy_qmm_affine_rf<T, MT, 2>();
+#define QUANTA_RF_DTYPE(EXTERN, T) \
+  QUANTA_RF_ONE(EXTERN, T, 1)      \
+  QUANTA_RF_ONE(EXTERN, T, 2)      \
+  QUANTA_RF_ONE(EXTERN, T, 4)      \
+  QUANTA_RF_ONE(EXTERN, T, 8)
+#define QUANTA_RF_EXTERN_ALL      \
+  QUANTA_RF_DTYPE(extern, __half) \
+  QUANTA_RF_DTYPE(extern, __nv_bfloat16)
+
+}  // namespace quanta::cuda

@@ -1,0 +1,7 @@
+// The f16 instantiations of qmm_affine_rf (1, 2, 4, 8 column tiles), one file per dtype so a
+// small build machine compiles them in parallel.
+#include "cuda/qmm_affine_rf.cuh"
+
+namespace quanta::cuda {
+QUANTA_RF_DTYPE(, __half)
+}  // namespace quanta::cuda
