@@ -406,8 +406,9 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
     case Scheme::q4_K:
     case Scheme::q5_K:
       return 32;
-    case Scheme::q5_1:  // the min term of the integer kernel
-      return gemv_int8_x(w) ? 32 : 0;
+    case Scheme::q4_1:  // the min terms
+    case Scheme::q5_1:
+      return 32;
     default:
       return 0;
   }

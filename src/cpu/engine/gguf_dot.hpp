@@ -27,6 +27,10 @@ template <>
 inline constexpr int kXsElems<QK45<false>> = 32;
 template <>
 inline constexpr int kXsElems<QK45<true>> = 32;
+template <>
+inline constexpr int kXsElems<Q4_1> = 32;
+template <>
+inline constexpr int kXsElems<Q5<true>> = 32;
 
 alignas(64) inline constexpr float kQ5Minus16[16] = {-16, -15, -14, -13, -12, -11, -10, -9,
                                                      -8,  -7,  -6,  -5,  -4,  -3,  -2,  -1};
@@ -60,28 +64,30 @@ struct Dot<Q8_0> {
   static void dot(const uint8_t* b, const float* x, const float*, F& acc) { Q8_0::dot(b, x, acc); }
 };
 
+// Q4_1 and Q5_1 take the block's Σx from xs (made once per call by gemv_prep) into lane 0 of
+// the accumulator (its lanes are summed at the end): summing x per block and row cost two adds
+// per 16 weights.
 template <>
 struct Dot<Q4_1> {
-  static void dot(const uint8_t* b, const float* x, const float*, F& acc) {
-    F s0 = V::zero(), s1 = V::zero(), sx = V::zero();
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
+    F s0 = V::zero(), s1 = V::zero();
     for (int j = 0; j < 16; j += W) {
       const I raw = V::u8(b + 4 + j);
-      const F x0 = V::load(x + j), x1 = V::load(x + 16 + j);
-      s0 = V::fma(x0, V::template ucvt<4>(raw), s0);
-      s1 = V::fma(x1, V::template ucvt<4>(V::template shr<4>(raw)), s1);
-      sx = V::add(sx, V::add(x0, x1));
+      s0 = V::fma(V::load(x + j), V::template ucvt<4>(raw), s0);
+      s1 = V::fma(V::load(x + 16 + j), V::template ucvt<4>(V::template shr<4>(raw)), s1);
     }
-    acc = V::fma(V::set1(V::half1(b)), V::add(s0, s1), V::fma(V::set1(V::half1(b + 2)), sx, acc));
+    acc = V::fma(V::half_bcast(b), V::add(s0, s1),
+                 V::fma(V::half_bcast(b + 2), V::load_n(xs, 1), acc));
   }
 };
 
 template <bool kMin>
 struct Dot<Q5<kMin>> {
-  static void dot(const uint8_t* b, const float* x, const float*, F& acc) {
+  static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
     const int at = kMin ? 4 : 2;
     const uint32_t qh = u32_at(b + at);
     const F sixteen = V::set1(16.0f);
-    F s0 = V::zero(), s1 = V::zero(), sx = V::zero();
+    F s0 = V::zero(), s1 = V::zero();
     for (int j = 0; j < 16; j += W) {
       const I raw = V::u8(b + at + 4 + j);
       const F x0 = V::load(x + j), x1 = V::load(x + 16 + j);
@@ -91,11 +97,10 @@ struct Dot<Q5<kMin>> {
                         : nib_minus16(V::template shr<4>(raw));
       s0 = V::fma(x0, V::add(lo, V::select_bits(qh >> j, sixteen)), s0);
       s1 = V::fma(x1, V::add(hi, V::select_bits(qh >> (16 + j), sixteen)), s1);
-      if constexpr (kMin) sx = V::add(sx, V::add(x0, x1));
     }
-    const F d = V::set1(V::half1(b));
+    const F d = V::half_bcast(b);
     if constexpr (kMin)
-      acc = V::fma(d, V::add(s0, s1), V::fma(V::set1(V::half1(b + 2)), sx, acc));
+      acc = V::fma(d, V::add(s0, s1), V::fma(V::half_bcast(b + 2), V::load_n(xs, 1), acc));
     else
       acc = V::fma(d, V::add(s0, s1), acc);
   }
