@@ -48,9 +48,9 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(2, t)), "qmv_affine_i8");
     for (int64_t m : {3, 4, 5, 8})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
-    for (int64_t m : {9, 16, 23})
-      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_tc") << "M=" << m;
-    for (int64_t m : {24, 32, 33, 257, 511, 512, 4096})
+    for (int64_t m : {9, 16, 23, 24, 32})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_rf") << "M=" << m;
+    for (int64_t m : {33, 257, 511, 512, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
     EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgmma");
     EXPECT_EQ(pick(affine_problem(33, t, 2, 64)), "qmm_affine_wgmma");
@@ -78,17 +78,36 @@ TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
 }
 
 // M = 9..16 run qmm_affine_i8's four column tiles only where they beat qmm_affine_tc (5-bit g128,
-// 8-bit g64); every other width keeps qmm_affine_tc there.
+// 8-bit g64); 4-bit codes run qmm_affine_rf, every other width keeps qmm_affine_tc there.
 TEST_F(SelectCuda, IntegerMmaFourTiles) {
   for (DType t : {DType::f16, DType::bf16})
     for (int b : detail::kAffineBits)
       for (int g : detail::kAffineGroups)
         for (int64_t m : {9, 12, 16, 17}) {
           const bool four = (b == 5 && g == 128) || (b == 8 && g == 64);
-          EXPECT_EQ(pick(affine_problem(m, t, b, g)),
-                    four && m <= 16 ? "qmm_affine_i8" : "qmm_affine_tc")
+          EXPECT_EQ(pick(affine_problem(m, t, b, g)), four && m <= 16 ? "qmm_affine_i8"
+                                                      : b == 4        ? "qmm_affine_rf"
+                                                                      : "qmm_affine_tc")
               << b << " " << g << " M=" << m;
         }
+}
+
+// 4-bit codes at M = 9..32 run the register-fed kernel for every group size; M = 8 stays on the
+// integer mma, M = 33 on the wgmma kernel (groups of 64k) or qmm_affine_mma (groups of 32).
+TEST_F(SelectCuda, RegisterFedInt4) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (int g : detail::kAffineGroups) {
+      for (int64_t m : {9, 12, 16, 17, 24, 31, 32})
+        EXPECT_EQ(pick(affine_problem(m, t, 4, g)), "qmm_affine_rf") << g << " M=" << m;
+      EXPECT_EQ(pick(affine_problem(8, t, 4, g)), "qmm_affine_i8") << g;
+      EXPECT_EQ(pick(affine_problem(33, t, 4, g)), g == 32 ? "qmm_affine_mma" : "qmm_affine_wgmma")
+          << g;
+      // Before sm_80 there is no bf16 mma.sync; f32 activations take the dequantize path.
+      EXPECT_NE(pick(affine_problem(16, t, 4, g, 14336, 5120, Layout::nk, 75)), "qmm_affine_rf");
+    }
+  EXPECT_EQ(pick(affine_problem(16, DType::f32)), "qmm_affine_dq");
+  // An odd number of groups per row (4-byte scale copies elsewhere): declined.
+  EXPECT_NE(pick(affine_problem(16, DType::f16, 4, 64, 4096, 4160)), "qmm_affine_rf");
 }
 
 TEST_F(SelectCuda, F32ActivationsByM) {
@@ -113,7 +132,8 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(512, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_dq");
   // Odd M and N are fine for the fast paths.
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_i8");
-  EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_tc");
+  EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
+  EXPECT_EQ(pick(affine_problem(9, DType::f16, 3, 64, 4099, 5120)), "qmm_affine_tc");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 8, 64, 4099, 5120)), "qmm_affine_i8");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");

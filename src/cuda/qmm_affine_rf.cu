@@ -2,13 +2,13 @@
 // (dtype, M) to the instantiations in qmm_affine_rf_{f16,bf16}.cu. Kernel: qmm_affine_rf.cuh.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/checks.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_rf.cuh"
 #include "cuda/workspace.hpp"
+#include "quanta/error.hpp"
 
 namespace quanta::cuda {
 
@@ -54,7 +54,7 @@ void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
                    const Context& ctx) {
   constexpr std::string_view kName = "qmm_affine_rf", kOp = "matmul";
   require_device_operands(x, w, nullptr, y, kOp);
-  // 16-byte copies of x rows and code chunks, 4-byte copies of scale rows.
+  // 16-byte loads of x rows and code chunks (scales are read as single entries).
   if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
       !alignment_ok(w.scales, 4, ctx, kName, kOp, "w.scales") ||
@@ -70,51 +70,27 @@ void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
   const int row_tiles = (a.n + kRfRows - 1) / kRfRows;
   const cudaStream_t stream = stream_of(ctx);
-  constexpr int64_t kPass = 8 * kRfMaxMT;  // rows of x per pass
-  static const int variant_env = [] {
-    const char* v = std::getenv("QUANTA_QMM_RF_VARIANT");
-    const int i = v ? std::atoi(v) : 0;
-    return i >= 0 && i < kRfVariants ? i : 0;
-  }();
-  static const int ctas_env = [] {  // CTAs per SM at most (measurement runs only)
-    const char* v = std::getenv("QUANTA_QMM_RF_CTAS");
-    return v ? std::atoi(v) : 0;
-  }();
 
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    auto run = [&]<int MT, int V>() {
-      const int occ = occupancy_qmm_affine_rf<T, MT, V>();
-      const int ctas = choose_grid(a, row_tiles, ctas_env > 0 ? std::min(occ, ctas_env) : occ);
+    auto run = [&]<int MT>() {
+      const int ctas = choose_grid(a, row_tiles, occupancy_qmm_affine_rf<T, MT>());
       const std::size_t partial_bytes =
           sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kRfRows;
       a.partials =
           static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
       a.counters = static_cast<uint32_t*>(
           stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
-      launch_qmm_affine_rf<T, MT, V>(a, dim3(static_cast<unsigned>(ctas)), stream);
+      launch_qmm_affine_rf<T, MT>(a, dim3(static_cast<unsigned>(ctas)), stream);
     };
-    // Passes of up to 64 rows of x: each reads W again (from L2 where it fits).
-    for (int64_t m0 = 0; m0 < x.rows; m0 += kPass) {
-      a.m = static_cast<int32_t>(std::min(kPass, x.rows - m0));
-      a.x = static_cast<const T*>(x.data) + m0 * a.k;
-      a.y = static_cast<T*>(y.data) + m0 * a.n;
-      auto variant = [&]<int MT>() {
-        if (variant_env == 1)
-          run.template operator()<MT, 1>();
-        else if (variant_env == 2)
-          run.template operator()<MT, 2>();
-        else
-          run.template operator()<MT, 0>();
-      };
-      if (a.m <= 8)
-        variant.template operator()<1>();
-      else if (a.m <= 16)
-        variant.template operator()<2>();
-      else if (a.m <= 32)
-        variant.template operator()<4>();
-      else
-        variant.template operator()<8>();
-    }
+    a.m = static_cast<int32_t>(x.rows);
+    a.x = x.data;
+    a.y = y.data;
+    if (a.m <= 8 * 2)
+      run.template operator()<2>();
+    else if (a.m <= 8 * kRfMaxMT)
+      run.template operator()<kRfMaxMT>();
+    else
+      throw Error("[quanta::matmul] qmm_affine_rf: M = " + std::to_string(a.m) + " > 32");
   });
 }
 

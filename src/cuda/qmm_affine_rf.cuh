@@ -1,27 +1,30 @@
 // qmm_affine_rf ("register-fed"): y[m, n] = Σ_k x[m, k] · (s[n, g]·q[n, k] + b[n, g]) for 4-bit
-// affine weights [N, K], f16/bf16 activations, M <= 64 per pass, on mma.sync m16n8k16 with f32
+// affine weights [N, K], f16/bf16 activations, M <= 32, on mma.sync m16n8k16 with f32
 // accumulators.
 //
 // Why: qmm_affine_tc stages the codes through shared memory (cp.async, then shared loads), which
 // puts every code byte twice on the MIO pipe; at M = 1 the register-direct qmv_affine_rd beat that
-// by 1.5x. Here the codes go straight from global memory into registers (16-byte streaming loads,
-// kept D windows ahead in a register ring) and only x and the scales are staged in shared memory,
-// once per block of 128 rows, so x's traffic from L2 stays at M·256·2 bytes per 16 KB of codes.
+// by 1.5x. Here nothing goes through shared memory: each lane streams its codes and their scales
+// straight into registers (16-byte streaming loads, a ring kRfDepth windows ahead) and reads x
+// with 16-byte loads through L1 (the CTA's four warps read the same x; x's L2 traffic stays
+// at M·256·2 bytes per 16 KB of codes). A first version staged x and the scales in shared memory
+// (cp.async, double-buffered, a barrier per stage) and measured the same (docs/PERF.md).
 //
-// Layout of the work (the same as qmm_affine_tc apart from where the codes live):
-//   unit   = [128 rows x 256 codes] of W; a stage of the double-buffered cp.async ring holds the
-//            unit's scales/biases and [min(M, 8·MT) x 256] of x (zero-filled past K).
-//   window = half a unit (128 codes); a lane's codes of one window are 4 x 16 bytes (rows g,
-//            g + 8 of its warp's two 16-row A-tiles, chunk q of 32 codes): one ring slot.
+// Layout of the work:
+//   unit   = [128 rows x 256 codes] of W (a CTA's rows x two windows).
+//   window = 128 codes; a lane's codes of one window are 4 x 16 bytes (rows g, g + 8 of its
+//            warp's two 16-row A-tiles, chunk q of 32 codes) plus those rows' scale and bias:
+//            one ring slot.
 //   grid   = persistent, stream-K over the units (row-tile major), as qmm_affine_tc; a row tile
 //            cut between CTAs is summed by its last CTA from a per-stream workspace, in slot
-//            order (deterministic).
+//            order (deterministic), with float4 loads four pieces deep (an element-wise sum
+//            took ~15% of the kernel's samples at M = 16).
 //   CTA    = 4 warps, 128 rows (32 a warp: two A-tiles of 16).
 //   mma    = A: the codes dequantized as s·q + b rounded once to T (LOP3 under a magic number,
 //            HSUB2, HFMA2: MLX's rounding, as qmm_affine_tc); B: rows of x as the n8 columns
-//            (MT tiles of 8 rows), read raw from shared memory (one 16-byte load gives a lane
-//            the pairs of two k16 steps after 4 byte permutes); lanes past M read row M - 1,
-//            and those columns are never stored.
+//            (MT tiles of 8 rows): one 16-byte load gives a lane the pairs of two k16 steps
+//            after 4 byte permutes; lanes past M read row M - 1, and those columns are never
+//            stored. Chunks past K load no codes (A = 0) and B = 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +42,7 @@ namespace quanta::cuda {
 inline constexpr int kRfThreads = 128;
 inline constexpr int kRfRows = 128;  // rows of W per CTA
 inline constexpr int kRfBK = 256;    // codes of K per stage (two windows)
-inline constexpr int kRfMaxMT = 8;   // column tiles of one pass: M <= 64
+inline constexpr int kRfMaxMT = 4;   // column tiles: M <= 32 (its table range)
 
 // A 16-byte streaming load of codes asking L2 for the surrounding 256 bytes: a lane quad reads
 // 64 bytes of a row per window, and the row's next three windows then come from L2.
@@ -313,49 +316,38 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   if (u_begin < u_end) flush(acc_rt);
 }
 
-// Register ring depth (windows of codes in flight per lane) and blocks per SM (launch bounds) of
-// the variants; QUANTA_QMM_RF_VARIANT picks one (measurement runs only).
-template <int MT, int VARIANT>
-inline constexpr int kRfDepth = VARIANT == 2 ? 1 : 2;
-template <int MT, int VARIANT>
-inline constexpr int kRfMinBlocks = VARIANT == 0 ? (MT <= 2 ? 3 : 2)
-                                                 : (MT <= 2   ? 4
-                                                    : MT == 4 ? 3
-                                                              : 2);
-inline constexpr int kRfVariants = 3;
+// Windows of codes in flight per lane, and blocks per SM the registers are fitted to (launch
+// bounds). ptxas (CUDA 13.0): MT = 2 at 168 registers without spills (3 blocks, 12 warps per SM),
+// MT = 4 at 222 (2 blocks). Measured alternatives (docs/PERF.md): 4 blocks at 128 registers
+// (spilling at MT = 2) and a ring of 1 window were slower; 3 windows spill.
+inline constexpr int kRfDepth = 2;
+template <int MT>
+inline constexpr int kRfMinBlocks = MT <= 2 ? 3 : 2;
 
-template <class T, int MT, int VARIANT>
+template <class T, int MT>
 void launch_qmm_affine_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
-  qmm_affine_rf_kernel<T, MT, kRfDepth<MT, VARIANT>, kRfMinBlocks<MT, VARIANT>>
-      <<<grid, kRfThreads, 0, stream>>>(a);
+  qmm_affine_rf_kernel<T, MT, kRfDepth, kRfMinBlocks<MT>><<<grid, kRfThreads, 0, stream>>>(a);
   QUANTA_CUDA_CHECK_LAUNCH();
 }
 
 // CTAs of one instantiation that fit on a multiprocessor (the persistent grid's size).
-template <class T, int MT, int VARIANT>
+template <class T, int MT>
 int occupancy_qmm_affine_rf() {
   static const int c = [] {
     int b = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &b, qmm_affine_rf_kernel<T, MT, kRfDepth<MT, VARIANT>, kRfMinBlocks<MT, VARIANT>>,
-        kRfThreads, 0));
+        &b, qmm_affine_rf_kernel<T, MT, kRfDepth, kRfMinBlocks<MT>>, kRfThreads, 0));
     return b > 0 ? b : 1;
   }();
   return c;
 }
 
-#define QUANTA_RF_ONE(EXTERN, T, MT)                                                      \
-  EXTERN template void launch_qmm_affine_rf<T, MT, 0>(const TcArgs&, dim3, cudaStream_t); \
-  EXTERN template void launch_qmm_affine_rf<T, MT, 1>(const TcArgs&, dim3, cudaStream_t); \
-  EXTERN template void launch_qmm_affine_rf<T, MT, 2>(const TcArgs&, dim3, cudaStream_t); \
-  EXTERN template int occupancy_qmm_affine_rf<T, MT, 0>();                                \
-  EXTERN template int occupancy_qmm_affine_rf<T, MT, 1>();                                \
-  EXTERN template int occupancy_qmm_affine_rf<T, MT, 2>();
+#define QUANTA_RF_ONE(EXTERN, T, MT)                                                   \
+  EXTERN template void launch_qmm_affine_rf<T, MT>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template int occupancy_qmm_affine_rf<T, MT>();
 #define QUANTA_RF_DTYPE(EXTERN, T) \
-  QUANTA_RF_ONE(EXTERN, T, 1)      \
   QUANTA_RF_ONE(EXTERN, T, 2)      \
-  QUANTA_RF_ONE(EXTERN, T, 4)      \
-  QUANTA_RF_ONE(EXTERN, T, 8)
+  QUANTA_RF_ONE(EXTERN, T, 4)
 #define QUANTA_RF_EXTERN_ALL      \
   QUANTA_RF_DTYPE(extern, __half) \
   QUANTA_RF_DTYPE(extern, __nv_bfloat16)
