@@ -46,9 +46,8 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(1, t, 3, 128, 4096, 4224)), "qmv_affine_rd");
     EXPECT_EQ(pick(affine_problem(1, t, 4, 32, 4096, 4160)), "qmv_affine_tc");  // K % 128 != 0
     EXPECT_EQ(pick(affine_problem(2, t)), "qmv_affine_i8");
-    for (int64_t m : {3, 4, 5, 8})
-      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
-    for (int64_t m : {9, 16, 23, 24, 32})
+    for (int64_t m : {3, 4}) EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
+    for (int64_t m : {5, 8, 9, 16, 23, 24, 32})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_rf") << "M=" << m;
     for (int64_t m : {33, 257, 511, 512, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
@@ -92,14 +91,14 @@ TEST_F(SelectCuda, IntegerMmaFourTiles) {
         }
 }
 
-// 4-bit codes at M = 9..32 run the register-fed kernel for every group size; M = 8 stays on the
+// 4-bit codes at M = 5..32 run the register-fed kernel for every group size; M = 4 stays on the
 // integer mma, M = 33 on the wgmma kernel (groups of 64k) or qmm_affine_mma (groups of 32).
 TEST_F(SelectCuda, RegisterFedInt4) {
   for (DType t : {DType::f16, DType::bf16})
     for (int g : detail::kAffineGroups) {
-      for (int64_t m : {9, 12, 16, 17, 24, 31, 32})
+      for (int64_t m : {5, 6, 8, 9, 12, 16, 17, 24, 31, 32})
         EXPECT_EQ(pick(affine_problem(m, t, 4, g)), "qmm_affine_rf") << g << " M=" << m;
-      EXPECT_EQ(pick(affine_problem(8, t, 4, g)), "qmm_affine_i8") << g;
+      EXPECT_EQ(pick(affine_problem(4, t, 4, g)), "qmm_affine_i8") << g;
       EXPECT_EQ(pick(affine_problem(33, t, 4, g)), g == 32 ? "qmm_affine_mma" : "qmm_affine_wgmma")
           << g;
       // Before sm_80 there is no bf16 mma.sync; f32 activations take the dequantize path.
@@ -131,7 +130,8 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(257, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_mma");
   EXPECT_EQ(pick(affine_problem(512, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_dq");
   // Odd M and N are fine for the fast paths.
-  EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 2, 64, 4099, 5120)), "qmm_affine_i8");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 3, 64, 4099, 5120)), "qmm_affine_tc");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 8, 64, 4099, 5120)), "qmm_affine_i8");

@@ -85,7 +85,9 @@ void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
     a.m = static_cast<int32_t>(x.rows);
     a.x = x.data;
     a.y = y.data;
-    if (a.m <= 8 * 2)
+    if (a.m <= 8)
+      run.template operator()<1>();
+    else if (a.m <= 8 * 2)
       run.template operator()<2>();
     else if (a.m <= 8 * kRfMaxMT)
       run.template operator()<kRfMaxMT>();

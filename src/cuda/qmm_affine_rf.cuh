@@ -317,9 +317,9 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 }
 
 // Windows of codes in flight per lane, and blocks per SM the registers are fitted to (launch
-// bounds). ptxas (CUDA 13.0): MT = 2 at 168 registers without spills (3 blocks, 12 warps per SM),
-// MT = 4 at 222 (2 blocks). Measured alternatives (docs/PERF.md): 4 blocks at 128 registers
-// (spilling at MT = 2) and a ring of 1 window were slower; 3 windows spill.
+// bounds). ptxas (CUDA 13.0): MT = 1, 2 at 150-168 registers without spills (3 blocks, 12 warps
+// per SM), MT = 4 at 222 (2 blocks). Measured alternatives (docs/PERF.md): 4 blocks at 128
+// registers (spilling at MT = 2) and a ring of 1 window were slower; 3 windows spill.
 inline constexpr int kRfDepth = 2;
 template <int MT>
 inline constexpr int kRfMinBlocks = MT <= 2 ? 3 : 2;
@@ -346,6 +346,7 @@ int occupancy_qmm_affine_rf() {
   EXTERN template void launch_qmm_affine_rf<T, MT>(const TcArgs&, dim3, cudaStream_t); \
   EXTERN template int occupancy_qmm_affine_rf<T, MT>();
 #define QUANTA_RF_DTYPE(EXTERN, T) \
+  QUANTA_RF_ONE(EXTERN, T, 1)      \
   QUANTA_RF_ONE(EXTERN, T, 2)      \
   QUANTA_RF_ONE(EXTERN, T, 4)
 #define QUANTA_RF_EXTERN_ALL      \

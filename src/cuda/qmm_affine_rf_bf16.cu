@@ -1,4 +1,4 @@
-// The bf16 instantiations of qmm_affine_rf (2 and 4 column tiles), one file per dtype so a
+// The bf16 instantiations of qmm_affine_rf (1, 2 and 4 column tiles), one file per dtype so a
 // small build machine compiles them in parallel.
 #include "cuda/qmm_affine_rf.cuh"
 

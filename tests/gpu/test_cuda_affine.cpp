@@ -138,7 +138,7 @@ TEST_P(CudaAffine, IntegerMmaSmallM) {
   }
 }
 
-// The register-fed kernel (4-bit, M = 9..32): 2 and 4 column tiles (M = 17 and 24 with tiles
+// The register-fed kernel (4-bit, M = 5..32): 1, 2 and 4 column tiles (M = 17 and 24 with tiles
 // holding one or no rows of x), odd M, ragged N (rows past N never stored), K with a partial last
 // stage (chunks past K zero) where the group allows it, stream-K splits (several CTAs per row
 // tile) and deterministic reruns.
@@ -151,7 +151,7 @@ TEST_P(CudaAffine, RegisterFedQmm) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 256}, {264, ragged_k}, {17, 2048}}) {
       const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 23);
       const QuantizedMatrix w = to_device(hw);
-      for (int64_t m : {9, 12, 16, 17, 24, 31, 32}) {
+      for (int64_t m : {5, 8, 9, 12, 16, 17, 24, 31, 32}) {
         const auto a = run_check(hw, w, t, m, "qmm_affine_rf", static_cast<uint32_t>(m));
         if (m == 9 || m == 17 || m == 32) {
           const auto b = run_check(hw, w, t, m, "qmm_affine_rf", static_cast<uint32_t>(m));
