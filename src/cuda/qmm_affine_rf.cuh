@@ -41,8 +41,9 @@ namespace quanta::cuda {
 
 inline constexpr int kRfThreads = 128;
 inline constexpr int kRfRows = 128;  // rows of W per CTA
-inline constexpr int kRfBK = 256;    // codes of K per stage (two windows)
-inline constexpr int kRfMaxMT = 4;   // column tiles: M <= 32 (its table range)
+static_assert(kRfRows == kTcRows && kRfThreads == kTcThreads, "stream_k_flush's tile");
+inline constexpr int kRfBK = 256;   // codes of K per stage (two windows)
+inline constexpr int kRfMaxMT = 4;  // column tiles: M <= 32 (its table range)
 
 // A 16-byte streaming load of codes asking L2 for the surrounding 256 bytes: a lane quad reads
 // 64 bytes of a row per window, and the row's next three windows then come from L2.
@@ -152,82 +153,8 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[at][t][e] = 0.0f;
   };
-  T* y = static_cast<T*>(a.y);
-  // acc[at][t][e]: row n0 + 32·warp + 16·at + g + 8·(e / 2), column m = 8·t + 2q + e % 2.
-  auto flush = [&](int rt) {
-    const int n0 = rt * kRfRows;
-    const int64_t first = static_cast<int64_t>(rt) * S, last = first + S - 1;
-    if (first >= u_begin && last < u_end) {  // this CTA ran the whole row tile
-#pragma unroll
-      for (int at = 0; at < 2; ++at)
-#pragma unroll
-        for (int t = 0; t < MT; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int n = n0 + 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
-            if (n < a.n && m < a.m)
-              y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(acc[at][t][e]);
-          }
-      return;
-    }
-    const int64_t c_first = cta_of_unit(first, a.units, C), c_last = cta_of_unit(last, a.units, C);
-    const int64_t tile_slots = static_cast<int64_t>(rt) * a.max_contrib;
-    float* part = a.partials + (tile_slots + (c - c_first)) * a.m * kRfRows;
-#pragma unroll
-    for (int at = 0; at < 2; ++at)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
-          if (m < a.m) __stcg(part + m * kRfRows + r, acc[at][t][e]);
-        }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-      is_last = atomicAdd(&a.counters[rt], 1u) == static_cast<uint32_t>(c_last - c_first);
-    __syncthreads();
-    if (is_last) {
-      __threadfence();
-      // Float4 pieces of the slots (32 per row of x), four pieces per thread in flight: the
-      // slots' loads go out together instead of one L2 round trip per element.
-      const int rows = min(kRfRows, a.n - n0);
-      const int slots = static_cast<int>(c_last - c_first) + 1;
-      const int pieces = a.m * (kRfRows / 4);
-      for (int p0 = tid; p0 < pieces; p0 += 4 * kRfThreads) {
-        float4 sum[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) sum[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int sl = 0; sl < slots; ++sl) {
-          const float4* src =
-              reinterpret_cast<const float4*>(a.partials + (tile_slots + sl) * a.m * kRfRows);
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int p = p0 + u * kRfThreads;
-            if (p < pieces) {
-              const float4 v = __ldcg(src + p);
-              sum[u].x += v.x;
-              sum[u].y += v.y;
-              sum[u].z += v.z;
-              sum[u].w += v.w;
-            }
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int p = p0 + u * kRfThreads;
-          if (p >= pieces) continue;
-          const int m = p / (kRfRows / 4), r = 4 * (p % (kRfRows / 4));
-          T* yr = y + static_cast<int64_t>(m) * a.n + n0;
-          const float v[4] = {sum[u].x, sum[u].y, sum[u].z, sum[u].w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (r + e < rows) yr[r + e] = from_f32<T>(v[e]);
-        }
-      }
-      if (tid == 0) a.counters[rt] = 0;
-    }
-  };
+  // acc[at][t][e]: row 32·warp + 16·at + g + 8·(e / 2) of the tile, column m = 8·t + 2q + e % 2.
+  auto flush = [&](int rt) { stream_k_flush<T, MT>(a, rt, u_begin, u_end, acc, is_last); };
 
   // (row tile, stage) of the unit being computed.
   int cur_rt, cur_st;

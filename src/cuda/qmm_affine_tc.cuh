@@ -117,6 +117,92 @@ __device__ __forceinline__ int64_t cta_of_unit(int64_t u, int64_t units, int64_t
   return ((u + 1) * ctas - 1) / units;
 }
 
+// The end of row tile rt in the stream-K kernels (qmm_affine_tc, qmm_affine_rf: 128 rows, four
+// warps of 32; acc[at][t][e] is row 32·warp + 16·at + g + 8·(e / 2) of the tile, column
+// m = 8·t + 2q + e % 2). A CTA that ran the whole tile writes y. Otherwise each CTA stores its
+// partial sums in its slot of a.partials; the last to arrive (an atomic count) sums the slots
+// in order, so the result does not depend on the arrival order, writes y and resets the count.
+// The sum reads float4 pieces four deep: one L2 round trip per element took ~15% of
+// qmm_affine_rf's time at M = 16 (docs/PERF.md).
+template <class T, int MT>
+__device__ __forceinline__ void stream_k_flush(const TcArgs& a, int rt, int64_t u_begin,
+                                               int64_t u_end, const float (&acc)[2][MT][4],
+                                               int& is_last) {
+  constexpr int kRows = kTcRows, kThreads = kTcThreads;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int64_t C = gridDim.x, c = blockIdx.x;
+  const int S = a.tile_stages;
+  const int n0 = rt * kRows;
+  T* y = static_cast<T*>(a.y);
+  const int64_t first = static_cast<int64_t>(rt) * S, last = first + S - 1;
+  if (first >= u_begin && last < u_end) {  // this CTA ran the whole row tile
+#pragma unroll
+    for (int at = 0; at < 2; ++at)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = n0 + 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
+          if (n < a.n && m < a.m) y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(acc[at][t][e]);
+        }
+    return;
+  }
+  const int64_t c_first = cta_of_unit(first, a.units, C), c_last = cta_of_unit(last, a.units, C);
+  const int64_t tile_slots = static_cast<int64_t>(rt) * a.max_contrib;
+  float* part = a.partials + (tile_slots + (c - c_first)) * a.m * kRows;
+#pragma unroll
+  for (int at = 0; at < 2; ++at)
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
+        if (m < a.m) __stcg(part + m * kRows + r, acc[at][t][e]);
+      }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(&a.counters[rt], 1u) == static_cast<uint32_t>(c_last - c_first);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int rows = min(kRows, a.n - n0);
+  const int slots = static_cast<int>(c_last - c_first) + 1;
+  const int pieces = a.m * (kRows / 4);
+  for (int p0 = tid; p0 < pieces; p0 += 4 * kThreads) {
+    float4 sum[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) sum[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int sl = 0; sl < slots; ++sl) {
+      const float4* src =
+          reinterpret_cast<const float4*>(a.partials + (tile_slots + sl) * a.m * kRows);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int p = p0 + u * kThreads;
+        if (p < pieces) {
+          const float4 v = __ldcg(src + p);
+          sum[u].x += v.x;
+          sum[u].y += v.y;
+          sum[u].z += v.z;
+          sum[u].w += v.w;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int p = p0 + u * kThreads;
+      if (p >= pieces) continue;
+      const int m = p / (kRows / 4), r = 4 * (p % (kRows / 4));
+      T* yr = y + static_cast<int64_t>(m) * a.n + n0;
+      const float v[4] = {sum[u].x, sum[u].y, sum[u].z, sum[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (r + e < rows) yr[r + e] = from_f32<T>(v[e]);
+    }
+  }
+  if (tid == 0) a.counters[rt] = 0;
+}
+
 template <class T, int BITS, int MT, bool SPLIT = false>
 __global__ void __launch_bounds__(kTcThreads, MT == 1 ? 5 : 1)
     qmm_affine_tc_kernel(const TcArgs a) {
@@ -233,10 +319,8 @@ __global__ void __launch_bounds__(kTcThreads, MT == 1 ? 5 : 1)
         for (int e = 0; e < 4; ++e) acc[at][t][e] = acc_odd[at][t][e] = 0.0f;
     }
   };
-  T* y = static_cast<T*>(a.y);
-  // acc[at][t][e]: row n0 + 32·warp + 16·at + g + 8·(e / 2), column m = 8·t + 2q + e % 2.
+  // acc[at][t][e]: row 32·warp + 16·at + g + 8·(e / 2) of the tile, column m = 8·t + 2q + e % 2.
   auto flush = [&](int rt) {
-    const int n0 = rt * kTcRows;
 #pragma unroll
     for (int at = 0; at < 2; ++at) {
       if constexpr (SPLIT) {  // sum the quad's columns; lane q = 0 then holds the rows' totals
@@ -255,49 +339,7 @@ __global__ void __launch_bounds__(kTcThreads, MT == 1 ? 5 : 1)
           for (int e = 0; e < 4; ++e) acc[at][t][e] += acc_odd[at][t][e];
       }
     }
-    const int64_t first = static_cast<int64_t>(rt) * S, last = first + S - 1;
-    if (first >= u_begin && last < u_end) {  // this CTA ran the whole row tile
-#pragma unroll
-      for (int at = 0; at < 2; ++at)
-#pragma unroll
-        for (int t = 0; t < MT; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int n = n0 + 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
-            if (n < a.n && m < a.m)
-              y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(acc[at][t][e]);
-          }
-      return;
-    }
-    const int64_t c_first = cta_of_unit(first, a.units, C), c_last = cta_of_unit(last, a.units, C);
-    const int64_t tile_slots = static_cast<int64_t>(rt) * a.max_contrib;
-    float* part = a.partials + (tile_slots + (c - c_first)) * a.m * kTcRows;
-#pragma unroll
-    for (int at = 0; at < 2; ++at)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 32 * warp + 16 * at + g + 8 * (e / 2), m = 8 * t + 2 * q + e % 2;
-          if (m < a.m) __stcg(part + m * kTcRows + r, acc[at][t][e]);
-        }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-      is_last = atomicAdd(&a.counters[rt], 1u) == static_cast<uint32_t>(c_last - c_first);
-    __syncthreads();
-    if (is_last) {
-      __threadfence();
-      const int rows = min(kTcRows, a.n - n0);
-      for (int i = tid; i < a.m * rows; i += kTcThreads) {
-        const int m = i / rows, r = i % rows;
-        float sum = 0.0f;
-        for (int64_t s = 0; s <= c_last - c_first; ++s)
-          sum += __ldcg(a.partials + ((tile_slots + s) * a.m + m) * kTcRows + r);
-        y[static_cast<int64_t>(m) * a.n + n0 + r] = from_f32<T>(sum);
-      }
-      if (tid == 0) a.counters[rt] = 0;
-    }
+    stream_k_flush<T, MT>(a, rt, u_begin, u_end, acc, is_last);
   };
 
   // (row tile, stage) of the next unit to load and of the unit being computed, advanced without
