@@ -76,19 +76,62 @@ TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
     }
 }
 
-// M = 9..16 run qmm_affine_i8's four column tiles only where they beat qmm_affine_tc (5-bit g128,
-// 8-bit g64); 4-bit codes run qmm_affine_rf, every other width keeps qmm_affine_tc there.
+// M = 9..16 run qmm_affine_i8's four column tiles only where they beat qmm_affine_tc (5-bit g128;
+// 8-bit g64 went to qmm_affine_rf); 4 and 8-bit codes and 6-bit groups of 32 run qmm_affine_rf,
+// every other width keeps qmm_affine_tc there.
 TEST_F(SelectCuda, IntegerMmaFourTiles) {
   for (DType t : {DType::f16, DType::bf16})
     for (int b : detail::kAffineBits)
       for (int g : detail::kAffineGroups)
         for (int64_t m : {9, 12, 16, 17}) {
-          const bool four = (b == 5 && g == 128) || (b == 8 && g == 64);
-          EXPECT_EQ(pick(affine_problem(m, t, b, g)), four && m <= 16 ? "qmm_affine_i8"
-                                                      : b == 4        ? "qmm_affine_rf"
-                                                                      : "qmm_affine_tc")
+          const bool rf = b == 4 || b == 8 || (b == 6 && g == 32);
+          const bool four = b == 5 && g == 128 && m <= 16;
+          EXPECT_EQ(pick(affine_problem(m, t, b, g)), rf     ? "qmm_affine_rf"
+                                                      : four ? "qmm_affine_i8"
+                                                             : "qmm_affine_tc")
               << b << " " << g << " M=" << m;
         }
+}
+
+// The other widths run the register-fed kernel where it measured faster (qmm_affine_rf.cu,
+// docs/PERF.md): 2-bit M = 5..8; 3-bit M = 5..8 (g64 5..7, g128 left to qmm_affine_i8); 6-bit
+// g32 M = 5..32, g64 M = 8 and 24..32; 8-bit M = 5..24 (g32 to 32; bf16 g64 M <= 8 left to
+// qmm_affine_i8). 5-bit never. And 2-bit M = 24..32 run qmm_affine_tc, not qmm_affine_wgmma.
+TEST_F(SelectCuda, RegisterFedOtherWidths) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (int g : detail::kAffineGroups)
+      for (int64_t m : {4, 5, 6, 7, 8, 9, 16, 17, 23, 24, 25, 32, 33}) {
+        auto want = [&](int b) {
+          if (m < 5 || m > 32) return false;
+          switch (b) {
+            case 2:
+              return m <= 8;
+            case 3:
+              return g != 128 && m <= (g == 64 ? 7 : 8);
+            case 6:
+              return g == 32 || (g == 64 && (m == 8 || m >= 24));
+            case 8:
+              return (m <= 24 || g == 32) && !(t == DType::bf16 && g == 64 && m <= 8);
+            default:
+              return false;
+          }
+        };
+        for (int b : {2, 3, 5, 6, 8}) {
+          const std::string k = pick(affine_problem(m, t, b, g));
+          EXPECT_EQ(k == "qmm_affine_rf", want(b)) << k << " " << b << " " << g << " M=" << m;
+        }
+        if (m >= 24 && m <= 32) {
+          EXPECT_EQ(pick(affine_problem(m, t, 2, g)), "qmm_affine_tc") << g << " M=" << m;
+        }
+        if (m > 24 && m <= 32 && g != 32) {
+          EXPECT_EQ(pick(affine_problem(m, t, 8, g)), "qmm_affine_wgmma") << g << " M=" << m;
+        }
+      }
+  EXPECT_EQ(pick(affine_problem(33, DType::f16, 2, 64)), "qmm_affine_wgmma");
+  EXPECT_EQ(pick(affine_problem(5, DType::bf16, 8, 64)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(5, DType::f16, 3, 128)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 6, 64)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(16, DType::f16, 6, 64)), "qmm_affine_tc");
 }
 
 // 4-bit codes at M = 5..32 run the register-fed kernel for every group size; M = 4 stays on the
@@ -131,21 +174,25 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(512, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_dq");
   // Odd M and N are fine for the fast paths.
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
-  EXPECT_EQ(pick(affine_problem(7, DType::f16, 2, 64, 4099, 5120)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 2, 64, 4099, 5120)), "qmm_affine_rf");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 3, 64, 4099, 5120)), "qmm_affine_tc");
-  EXPECT_EQ(pick(affine_problem(9, DType::f16, 8, 64, 4099, 5120)), "qmm_affine_i8");
+  EXPECT_EQ(pick(affine_problem(9, DType::f16, 8, 64, 4099, 5120)), "qmm_affine_rf");
   // 2-bit groups of 32 are 2 bytes per lane: qmm_affine_i8 declines them.
   EXPECT_EQ(pick(affine_problem(4, DType::f16, 2, 32, 4096, 4096)), "qmm_affine_tc");
   // 3/5/6 bits: a lane's quarter of a group must be whole unpack units (32 codes, 6-bit 16);
-  // 6-bit groups of 64 at M = 8 run qmm_affine_tc, which measured as fast or faster there.
+  // 6-bit groups of 64 at M = 8 run qmm_affine_rf (qmm_affine_tc before), and so do 3-bit groups
+  // of 32/64 and 6-bit groups of 32 at M = 5..8 (3-bit g64 to 7).
   for (int b : {3, 5, 6})
     for (int g : detail::kAffineGroups)
       for (int64_t m : {3, 4, 5, 7, 8}) {
         const bool units = g == 128 || (b == 6 && g == 64);
-        const bool slower = b == 6 && g == 64 && m == 8;
+        const bool rf = m >= 5 && ((b == 3 && g != 128 && !(g == 64 && m == 8)) ||
+                                   (b == 6 && (g == 32 || (g == 64 && m == 8))));
         EXPECT_EQ(pick(affine_problem(m, DType::bf16, b, g)),
-                  units && !slower ? "qmm_affine_i8" : "qmm_affine_tc")
+                  rf                                        ? "qmm_affine_rf"
+                  : units && !(b == 6 && g == 64 && m == 8) ? "qmm_affine_i8"
+                                                            : "qmm_affine_tc")
             << b << " " << g << " M=" << m;
       }
   EXPECT_EQ(pick(affine_problem(257, DType::bf16, 4, 64, 1000, 5120)), "qmm_affine_wgmma");

@@ -1,5 +1,6 @@
 // qmm_affine_rf host side: the supports rule, the stream-K grid and the dispatch from runtime
-// (dtype, M) to the instantiations in qmm_affine_rf_{f16,bf16}.cu. Kernel: qmm_affine_rf.cuh.
+// (dtype, width, M) to the instantiations in qmm_affine_rf_{f16,bf16}.cu (4 bits) and
+// qmm_affine_rf_b{2,3,5,6,8}.cu. Kernel: qmm_affine_rf.cuh.
 #include <algorithm>
 #include <bit>
 #include <string>
@@ -14,17 +15,60 @@ namespace quanta::cuda {
 
 QUANTA_RF_EXTERN_ALL
 
+// Where it runs besides 4-bit: the (width, group, dtype, M) where it measured faster than the
+// kernel the selector ran there before it (H200, three shapes, docs/PERF.md "qmm_affine_rf at
+// 2, 3, 6 and 8 bits"). Empty: take it.
+std::string rf_slower_here(const Problem& p) {
+  const int b = p.format.bits, g = p.format.group_size;
+  const int64_t m = p.m;
+  switch (b) {
+    case 4:
+      return {};
+    case 2:  // 1.04-1.47x qmm_affine_i8 (g64, g128), 1.42-1.81x qmm_affine_tc (g32) at M = 5..8
+      if (m > 8)
+        return "2-bit M > 8: qmm_affine_tc is faster (H200 M = 9 0.85-1.04x, M = 16 0.76-0.88x; "
+               "the (c, c + 8) code pairs take two 8-byte x loads per four pairs)";
+      return {};
+    case 3:  // 1.2-1.65x qmm_affine_tc at M = 5..6, g32 1.01-1.2x at M = 8
+      if (g == 128)
+        return "3-bit groups of 128: qmm_affine_i8 serves M <= 8 (not measured against)";
+      if (m > 8 || (g == 64 && m == 8))
+        return "3-bit M > 8 (g64: M >= 8): qmm_affine_tc is faster (H200 g64 M = 8 0.95-1.12x, "
+               "M = 9 0.81-0.83x)";
+      return {};
+    case 6:  // g32 1.02-1.54x qmm_affine_tc at M = 8..32; g64 1.09-1.21x at M = 8 and 24..32
+      if (g == 128)
+        return "6-bit groups of 128: within 0.92-1.15x of qmm_affine_tc at M = 16..32 (H200)";
+      if (g == 64 && (m < 8 || (m > 8 && m < 24)))
+        return "6-bit groups of 64 at M = 5..7 and 9..23: qmm_affine_i8 (M <= 7, 1.00x) and "
+               "qmm_affine_tc (M = 9..16 0.97-1.04x) are as fast (H200)";
+      return {};
+    case 8:  // 1.18-2.06x qmm_affine_i8 / qmm_affine_tc at M = 5..20, 0.98-1.15x wgmma at M = 24
+      if (m > 24 && g != 32)
+        return "8-bit M > 24 (groups of 64k): qmm_affine_wgmma is as fast (H200 M = 32 "
+               "0.93-1.04x)";
+      if (p.dtype == DType::bf16 && g == 64 && m <= 8)
+        return "8-bit bf16 groups of 64 at M <= 8: qmm_affine_i8 is faster (H200 0.92-1.02x; "
+               "bf16 codes are dequantized through f32 here)";
+      return {};
+    default:
+      return "5-bit: within 0.99-1.08x of qmm_affine_tc at M = 5..9 and slower above (H200); no "
+             "instances";
+  }
+}
+
 std::string qmm_affine_rf_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "needs the affine format";
-  if (p.format.bits != 4) return "serves 4-bit codes";
+  if (p.format.bits < 2 || p.format.bits > 8 || p.format.bits == 7)
+    return "serves 2, 3, 4, 6 and 8-bit codes";
   if (p.layout != Layout::nk) return "needs the [N, K] layout (qvm_affine serves [K, N])";
   if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
   if (p.compute_capability < 80) return "needs sm_80 or newer (bf16 mma.sync)";
-  if (p.k % 32 != 0) return "needs K % 32 == 0 (16-byte code chunks), K = " + std::to_string(p.k);
+  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
   if ((p.k / p.format.group_size) % 2 != 0)
     return "needs an even number of groups per row (4-byte scale copies), K / group = " +
            std::to_string(p.k / p.format.group_size);
-  return {};
+  return rf_slower_here(p);
 }
 
 namespace {
@@ -72,27 +116,43 @@ void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   const cudaStream_t stream = stream_of(ctx);
 
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    auto run = [&]<int MT>() {
-      const int ctas = choose_grid(a, row_tiles, occupancy_qmm_affine_rf<T, MT>());
-      const std::size_t partial_bytes =
-          sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kRfRows;
-      a.partials =
-          static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
-      a.counters = static_cast<uint32_t*>(
-          stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
-      launch_qmm_affine_rf<T, MT>(a, dim3(static_cast<unsigned>(ctas)), stream);
+    auto run_width = [&]<int BITS>() {
+      auto run = [&]<int MT>() {
+        const int ctas = choose_grid(a, row_tiles, occupancy_qmm_affine_rf<T, BITS, MT>());
+        const std::size_t partial_bytes =
+            sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kRfRows;
+        a.partials =
+            static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
+        a.counters = static_cast<uint32_t*>(
+            stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
+        launch_qmm_affine_rf<T, BITS, MT>(a, dim3(static_cast<unsigned>(ctas)), stream);
+      };
+      a.m = static_cast<int32_t>(x.rows);
+      a.x = x.data;
+      a.y = y.data;
+      if (a.m <= 8) return run.template operator()<1>();
+      if constexpr (kRfTiles < BITS >> 1) {
+        if (a.m <= 8 * 2) return run.template operator()<2>();
+        if (a.m <= 8 * kRfMaxMT) return run.template operator()<kRfMaxMT>();
+      }
+      throw Error("[quanta::matmul] qmm_affine_rf: M = " + std::to_string(a.m) + " at " +
+                  std::to_string(BITS) + " bits");
     };
-    a.m = static_cast<int32_t>(x.rows);
-    a.x = x.data;
-    a.y = y.data;
-    if (a.m <= 8)
-      run.template operator()<1>();
-    else if (a.m <= 8 * 2)
-      run.template operator()<2>();
-    else if (a.m <= 8 * kRfMaxMT)
-      run.template operator()<kRfMaxMT>();
-    else
-      throw Error("[quanta::matmul] qmm_affine_rf: M = " + std::to_string(a.m) + " > 32");
+    switch (w.format.bits) {
+      case 2:
+        return run_width.template operator()<2>();
+      case 3:
+        return run_width.template operator()<3>();
+      case 4:
+        return run_width.template operator()<4>();
+      case 6:
+        return run_width.template operator()<6>();
+      case 8:
+        return run_width.template operator()<8>();
+      default:
+        throw Error("[quanta::matmul] qmm_affine_rf: " + std::to_string(w.format.bits) +
+                    "-bit codes");
+    }
   });
 }
 

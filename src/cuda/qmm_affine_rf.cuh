@@ -1,6 +1,6 @@
-// qmm_affine_rf ("register-fed"): y[m, n] = Σ_k x[m, k] · (s[n, g]·q[n, k] + b[n, g]) for 4-bit
-// affine weights [N, K], f16/bf16 activations, M <= 32, on mma.sync m16n8k16 with f32
-// accumulators.
+// qmm_affine_rf ("register-fed"): y[m, n] = Σ_k x[m, k] · (s[n, g]·q[n, k] + b[n, g]) for affine
+// weights [N, K] of BITS = 2, 3, 4, 5, 6 or 8, f16/bf16 activations, M <= 32, on mma.sync m16n8k16
+// with f32 accumulators.
 //
 // Why: qmm_affine_tc stages the codes through shared memory (cp.async, then shared loads), which
 // puts every code byte twice on the MIO pipe; at M = 1 the register-direct qmv_affine_rd beat that
@@ -12,19 +12,21 @@
 //
 // Layout of the work:
 //   unit   = [128 rows x 256 codes] of W (a CTA's rows x two windows).
-//   window = 128 codes; a lane's codes of one window are 4 x 16 bytes (rows g, g + 8 of its
-//            warp's two 16-row A-tiles, chunk q of 32 codes) plus those rows' scale and bias:
-//            one ring slot.
+//   window = 128 codes; a lane's codes of one window are 4 chunks of 4·BITS bytes (rows g, g + 8
+//            of its warp's two 16-row A-tiles, chunk q of 32 codes) plus those rows' scale and
+//            bias: one ring slot.
 //   grid   = persistent, stream-K over the units (row-tile major), as qmm_affine_tc; a row tile
 //            cut between CTAs is summed by its last CTA from a per-stream workspace, in slot
 //            order (deterministic), with float4 loads four pieces deep (an element-wise sum
 //            took ~15% of the kernel's samples at M = 16).
 //   CTA    = 4 warps, 128 rows (32 a warp: two A-tiles of 16).
-//   mma    = A: the codes dequantized as s·q + b rounded once to T (LOP3 under a magic number,
-//            HSUB2, HFMA2: MLX's rounding, as qmm_affine_tc); B: rows of x as the n8 columns
-//            (MT tiles of 8 rows): one 16-byte load gives a lane the pairs of two k16 steps
-//            after 4 byte permutes; lanes past M read row M - 1, and those columns are never
-//            stored. Chunks past K load no codes (A = 0) and B = 0.
+//   mma    = A: the codes dequantized as s·q + b rounded once to T (affine_unpack.cuh's pairs under
+//            a magic number, HSUB2, HFMA2: MLX's rounding, as qmm_affine_tc; bf16 8-bit codes
+//            through f32); B: rows of x as the n8 columns (MT tiles of 8 rows): the activations
+//            of four pairs (one 16-byte load, or two 8-byte loads for the (c, c + 8) pairs of 2, 3
+//            and 5 bits) give a lane the B pairs of two k16 steps after 4 byte permutes; lanes
+//            past M read row M - 1, and those columns are never stored. Chunks past K load no
+//            codes (A = 0) and B = 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,12 +56,50 @@ __device__ __forceinline__ uint4 rf_ldcs_l2(const uint8_t* p) {
       : "l"(p));
   return v;
 }
+__device__ __forceinline__ uint2 rf_ldcs_l2_v2(const uint8_t* p) {
+  uint2 v;
+  asm("ld.global.cs.L2::256B.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t rf_ldcs_l2_u32(const uint8_t* p) {
+  uint32_t v;
+  asm("ld.global.cs.L2::256B.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+// A lane's chunk of 32 codes (4·BITS bytes) with the widest loads its alignment allows: 16 bytes
+// (4, 8 bits), 8 (2, 6 bits: rows of K·BITS/8 bytes are multiples of 8 when K % 32 == 0) or 4
+// (3, 5 bits: chunks of 12 and 20 bytes).
+template <int BITS>
+__device__ __forceinline__ void rf_load_chunk(const uint8_t* p, uint32_t (&w)[BITS]) {
+  if constexpr (BITS == 4 || BITS == 8) {
+#pragma unroll
+    for (int i = 0; i < BITS / 4; ++i) {
+      const uint4 v = rf_ldcs_l2(p + 16 * i);
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (BITS == 2 || BITS == 6) {
+#pragma unroll
+    for (int i = 0; i < BITS / 2; ++i) {
+      const uint2 v = rf_ldcs_l2_v2(p + 8 * i);
+      w[2 * i] = v.x;
+      w[2 * i + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BITS; ++i) w[i] = rf_ldcs_l2_u32(p + 4 * i);
+  }
+}
 __device__ __forceinline__ void rf_prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
-template <class T, int MT, int D, int MINB>
+template <class T, int BITS, int MT, int D, int MINB>
 __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const TcArgs a) {
+  // bf16 has 7 mantissa bits: 8-bit codes are dequantized through f32 (as qmm_affine_tc).
+  constexpr bool kF32Dequant = BITS == 8 && Magic<T>::kMantissa < 8;
   using V = typename Vec2<T>::type;
   __shared__ int is_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -67,7 +107,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   const int64_t C = gridDim.x, c = blockIdx.x;
   const int64_t u_begin = first_unit(c, a.units, C), u_end = first_unit(c + 1, a.units, C);
   const int S = a.tile_stages;
-  const int64_t row_bytes = static_cast<int64_t>(a.k) / 2;
+  const int64_t row_bytes = static_cast<int64_t>(a.k) * BITS / 8;
   const int groups = a.k >> a.log2_group;
   const T* x = static_cast<const T*>(a.x);
   const T* scales = reinterpret_cast<const T*>(a.scales);
@@ -88,7 +128,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   const uint8_t* crow[2][2] = {{a.codes, a.codes}, {a.codes, a.codes}};
   int64_t srow[2][2] = {{0, 0}, {0, 0}};  // rows' first scale entry
   struct Slot {
-    uint32_t w[2][2][4];
+    uint32_t w[2][2][BITS];
     T s[2][2], b[2][2];
   };
   auto load_window = [&](Slot& r) {
@@ -100,7 +140,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
             const int n = min(lrt * kRfRows + 32 * warp + 16 * at + 8 * rho + g, a.n - 1);
-            crow[at][rho] = a.codes + static_cast<int64_t>(n) * row_bytes + 16 * q;
+            crow[at][rho] = a.codes + static_cast<int64_t>(n) * row_bytes + 4 * BITS * q;
             srow[at][rho] = static_cast<int64_t>(n) * groups;
           }
       }
@@ -114,11 +154,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         for (int at = 0; at < 2; ++at)
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
-            const uint4 v = rf_ldcs_l2(crow[at][rho] + kc / 2);
-            r.w[at][rho][0] = v.x;
-            r.w[at][rho][1] = v.y;
-            r.w[at][rho][2] = v.z;
-            r.w[at][rho][3] = v.w;
+            rf_load_chunk<BITS>(crow[at][rho] + kc / 8 * BITS, r.w[at][rho]);
             r.s[at][rho] = scales[srow[at][rho] + grp];
             r.b[at][rho] = biases[srow[at][rho] + grp];
           }
@@ -128,7 +164,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) r.w[at][rho][i] = 0u;
+            for (int i = 0; i < BITS; ++i) r.w[at][rho][i] = 0u;
             r.s[at][rho] = from_f32<T>(0.0f);
             r.b[at][rho] = from_f32<T>(0.0f);
           }
@@ -194,12 +230,17 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         ++cur_rt;
       }
       V s2[2][2], b2[2][2];
+      float sf[2][2], bf[2][2];
 #pragma unroll
       for (int at = 0; at < 2; ++at)
 #pragma unroll
         for (int rho = 0; rho < 2; ++rho) {
           s2[at][rho].x = s2[at][rho].y = ring[d].s[at][rho];
           b2[at][rho].x = b2[at][rho].y = ring[d].b[at][rho];
+          if constexpr (kF32Dequant) {
+            sf[at][rho] = to_f32(ring[d].s[at][rho]);
+            bf[at][rho] = to_f32(ring[d].b[at][rho]);
+          }
         }
 #pragma unroll
       for (int jp = 0; jp < 4; ++jp) {
@@ -211,20 +252,45 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
           for (int rho = 0; rho < 2; ++rho)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const uint32_t p = unpack_pair<4>(ring[d].w[at][rho], 4 * jp + i, magic);
-              av[at][rho][i] =
-                  as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho], b2[at][rho]));
+              const int pi = 4 * jp + i;
+              if constexpr (kF32Dequant) {  // bytes (c, c + 2) of word pi / 2 as 2^23 + q
+                const uint32_t wd = ring[d].w[at][rho][pi / 2], c0 = pi % 2;
+                const float lo = __uint_as_float(__byte_perm(wd, 0x4B000000u, 0x7440 | c0));
+                const float hi = __uint_as_float(__byte_perm(wd, 0x4B000000u, 0x7440 | (c0 + 2)));
+                av[at][rho][i] =
+                    as_u32(__floats2bfloat162_rn(fmaf(lo - 8388608.0f, sf[at][rho], bf[at][rho]),
+                                                 fmaf(hi - 8388608.0f, sf[at][rho], bf[at][rho])));
+              } else {
+                const uint32_t p = unpack_pair<BITS>(ring[d].w[at][rho], pi, magic);
+                av[at][rho][i] =
+                    as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho], b2[at][rho]));
+              }
             }
+        // The activations of pairs 4jp..4jp+3 (affine_unpack.cuh's positions in the chunk) as
+        // words lo0, lo1 (the pairs' first codes, two by two) and hi0, hi1 (their partners).
+        constexpr bool kPlus8 = BITS == 2 || BITS == 3 || BITS == 5;  // pairs (c, c + 8)
+        const int xo = kPlus8 ? 16 * (jp / 2) + 4 * (jp % 2) : 8 * jp;
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          // B: activations kx + 8jp .. + 7 of row 8t + g (L1/L2: every warp of the CTA reads
-          // them); pair i is (x[i], x[i + 4]).
-          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-          if (kok) xv = __ldg(reinterpret_cast<const uint4*>(xrow[t] + kx + 8 * jp));
-          const uint32_t bf0[2] = {__byte_perm(xv.x, xv.z, 0x5410),
-                                   __byte_perm(xv.x, xv.z, 0x7632)};
-          const uint32_t bf1[2] = {__byte_perm(xv.y, xv.w, 0x5410),
-                                   __byte_perm(xv.y, xv.w, 0x7632)};
+          // B: the lane's activations of row 8t + g (L1/L2: every warp of the CTA reads them).
+          uint32_t lo0 = 0u, lo1 = 0u, hi0 = 0u, hi1 = 0u;
+          if (kok) {
+            const T* xp = xrow[t] + kx + xo;
+            if constexpr (kPlus8) {  // x[c..c+3] and x[c+8..c+11]
+              const uint2 u = __ldg(reinterpret_cast<const uint2*>(xp));
+              const uint2 v = __ldg(reinterpret_cast<const uint2*>(xp + 8));
+              lo0 = u.x, lo1 = u.y, hi0 = v.x, hi1 = v.y;
+            } else {
+              const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xp));
+              if constexpr (BITS == 8) {  // pairs (c, c + 2)
+                lo0 = xv.x, hi0 = xv.y, lo1 = xv.z, hi1 = xv.w;
+              } else {  // 4, 6 bits: pairs (c, c + 4)
+                lo0 = xv.x, lo1 = xv.y, hi0 = xv.z, hi1 = xv.w;
+              }
+            }
+          }
+          const uint32_t bf0[2] = {__byte_perm(lo0, hi0, 0x5410), __byte_perm(lo0, hi0, 0x7632)};
+          const uint32_t bf1[2] = {__byte_perm(lo1, hi1, 0x5410), __byte_perm(lo1, hi1, 0x7632)};
 #pragma unroll
           for (int at = 0; at < 2; ++at) {
             const uint32_t af[4] = {av[at][0][0], av[at][1][0], av[at][0][1], av[at][1][1]};
@@ -244,40 +310,61 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 }
 
 // Windows of codes in flight per lane, and blocks per SM the registers are fitted to (launch
-// bounds). ptxas (CUDA 13.0): MT = 1, 2 at 150-168 registers without spills (3 blocks, 12 warps
-// per SM), MT = 4 at 222 (2 blocks). Measured alternatives (docs/PERF.md): 4 blocks at 128
-// registers (spilling at MT = 2) and a ring of 1 window were slower; 3 windows spill.
+// bounds). 4-bit, ptxas (CUDA 13.0): MT = 1, 2 at 150-168 registers without spills (3 blocks, 12
+// warps per SM), MT = 4 at 222 (2 blocks). Measured alternatives (docs/PERF.md): 4 blocks at 128
+// registers (spilling at MT = 2) and a ring of 1 window were slower; 3 windows spill. Wider codes
+// hold more ring registers (8 bits: 2 x 32 words a lane): 3 blocks where ptxas fits them in 168
+// registers without spilling (2 bits, 3 bits at MT = 1; 3 bits at MT = 2 spilled 60 bytes), else
+// 2 (5, 6, 8 bits: 201-255 registers, no spills).
 inline constexpr int kRfDepth = 2;
-template <int MT>
-inline constexpr int kRfMinBlocks = MT <= 2 ? 3 : 2;
+template <int BITS, int MT>
+inline constexpr int kRfMinBlocks = (BITS == 2 || BITS == 4) && MT <= 2 ? 3
+                                    : BITS == 3 && MT == 1              ? 3
+                                                                        : 2;
 
-template <class T, int MT>
+template <class T, int BITS, int MT>
 void launch_qmm_affine_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
-  qmm_affine_rf_kernel<T, MT, kRfDepth, kRfMinBlocks<MT>><<<grid, kRfThreads, 0, stream>>>(a);
+  qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>>
+      <<<grid, kRfThreads, 0, stream>>>(a);
   QUANTA_CUDA_CHECK_LAUNCH();
 }
 
 // CTAs of one instantiation that fit on a multiprocessor (the persistent grid's size).
-template <class T, int MT>
+template <class T, int BITS, int MT>
 int occupancy_qmm_affine_rf() {
   static const int c = [] {
     int b = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &b, qmm_affine_rf_kernel<T, MT, kRfDepth, kRfMinBlocks<MT>>, kRfThreads, 0));
+        &b, qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>>, kRfThreads, 0));
     return b > 0 ? b : 1;
   }();
   return c;
 }
 
-#define QUANTA_RF_ONE(EXTERN, T, MT)                                                   \
-  EXTERN template void launch_qmm_affine_rf<T, MT>(const TcArgs&, dim3, cudaStream_t); \
-  EXTERN template int occupancy_qmm_affine_rf<T, MT>();
-#define QUANTA_RF_DTYPE(EXTERN, T) \
-  QUANTA_RF_ONE(EXTERN, T, 1)      \
-  QUANTA_RF_ONE(EXTERN, T, 2)      \
-  QUANTA_RF_ONE(EXTERN, T, 4)
-#define QUANTA_RF_EXTERN_ALL      \
-  QUANTA_RF_DTYPE(extern, __half) \
-  QUANTA_RF_DTYPE(extern, __nv_bfloat16)
+#define QUANTA_RF_ONE(EXTERN, T, BITS, MT)                                                   \
+  EXTERN template void launch_qmm_affine_rf<T, BITS, MT>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template int occupancy_qmm_affine_rf<T, BITS, MT>();
+// Column tiles with instances per width: 2 and 3 bits run M <= 8 only (qmm_affine_rf.cu).
+template <int BITS>
+inline constexpr int kRfTiles = BITS == 2 || BITS == 3 ? 1 : 3;
+#define QUANTA_RF_DTYPE(EXTERN, T, BITS) \
+  QUANTA_RF_ONE(EXTERN, T, BITS, 1)      \
+  QUANTA_RF_ONE(EXTERN, T, BITS, 2)      \
+  QUANTA_RF_ONE(EXTERN, T, BITS, 4)
+#define QUANTA_RF_WIDTH(EXTERN, BITS)   \
+  QUANTA_RF_DTYPE(EXTERN, __half, BITS) \
+  QUANTA_RF_DTYPE(EXTERN, __nv_bfloat16, BITS)
+#define QUANTA_RF_WIDTH_M8(EXTERN, BITS) \
+  QUANTA_RF_ONE(EXTERN, __half, BITS, 1) \
+  QUANTA_RF_ONE(EXTERN, __nv_bfloat16, BITS, 1)
+// The instances: qmm_affine_rf_{f16,bf16}.cu (4 bits), qmm_affine_rf_b{2,3,6,8}.cu; 5 bits has
+// none (it measured no faster than qmm_affine_tc).
+#define QUANTA_RF_EXTERN_ALL                \
+  QUANTA_RF_WIDTH_M8(extern, 2)             \
+  QUANTA_RF_WIDTH_M8(extern, 3)             \
+  QUANTA_RF_DTYPE(extern, __half, 4)        \
+  QUANTA_RF_DTYPE(extern, __nv_bfloat16, 4) \
+  QUANTA_RF_WIDTH(extern, 6)                \
+  QUANTA_RF_WIDTH(extern, 8)
 
 }  // namespace quanta::cuda

@@ -80,6 +80,10 @@ std::string qmm_affine_wgmma_supports(const Problem& p) {
     return "2, 4 or 8-bit codes (CUTLASS's unsigned 2/4/8-bit types)";
   if (p.format.group_size % 64 != 0)
     return "needs group_size % 64 == 0 (a group spans whole 64-wide K tiles)";
+  // H200, 2-bit g64 at M = 24 / 32 on 14336x5120, 5120x14336, 27648x5120: this kernel 59-105 us,
+  // qmm_affine_tc 34-56 (docs/PERF.md, "qmm_affine_rf at 2, 3, 6 and 8 bits").
+  if (p.format.bits == 2 && p.m <= 32)
+    return "2-bit M <= 32: qmm_affine_tc is faster (H200 g64 M = 24..32: 34-56 against 59-105 us)";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (wgmma on 16-bit operands)";
   if (p.batch != 1) return "one matrix (no expert stack)";
