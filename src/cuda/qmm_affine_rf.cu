@@ -29,21 +29,21 @@ std::string rf_slower_here(const Problem& p) {
         return "2-bit M > 8: qmm_affine_tc is faster (H200 M = 9 0.85-1.04x, M = 16 0.76-0.88x; "
                "the (c, c + 8) code pairs take two 8-byte x loads per four pairs)";
       return {};
-    case 3:  // 1.2-1.65x qmm_affine_tc at M = 5..6, g32 1.01-1.2x at M = 8
+    case 3:  // 1.2-1.65x qmm_affine_tc at M = 5..6, 0.97-1.2x at M = 7 (g64) and 8 (g32)
       if (g == 128)
         return "3-bit groups of 128: qmm_affine_i8 serves M <= 8 (not measured against)";
       if (m > 8 || (g == 64 && m == 8))
         return "3-bit M > 8 (g64: M >= 8): qmm_affine_tc is faster (H200 g64 M = 8 0.95-1.12x, "
                "M = 9 0.81-0.83x)";
       return {};
-    case 6:  // g32 1.02-1.54x qmm_affine_tc at M = 8..32; g64 1.09-1.21x at M = 8 and 24..32
+    case 6:  // g32 1.02-1.86x qmm_affine_tc at M = 5..32; g64 1.09-1.21x at M = 8 and 24..32
       if (g == 128)
         return "6-bit groups of 128: within 0.92-1.15x of qmm_affine_tc at M = 16..32 (H200)";
       if (g == 64 && (m < 8 || (m > 8 && m < 24)))
         return "6-bit groups of 64 at M = 5..7 and 9..23: qmm_affine_i8 (M <= 7, 1.00x) and "
                "qmm_affine_tc (M = 9..16 0.97-1.04x) are as fast (H200)";
       return {};
-    case 8:  // 1.18-2.06x qmm_affine_i8 / qmm_affine_tc at M = 5..20, 0.98-1.15x wgmma at M = 24
+    case 8:  // 1.13-2.06x qmm_affine_i8 / qmm_affine_tc at M = 5..20, 0.98-1.15x wgmma at M = 24
       if (m > 24 && g != 32)
         return "8-bit M > 24 (groups of 64k): qmm_affine_wgmma is as fast (H200 M = 32 "
                "0.93-1.04x)";
