@@ -90,31 +90,6 @@ __device__ __forceinline__ void unpack_chunk(const uint32_t (&w)[BITS], uint32_t
   for (int i = 0; i < 16; ++i) p[i] = unpack_pair<BITS>(w, i, magic_reg);
 }
 
-// A chunk's 4·BITS bytes from shared memory, with the widest loads its alignment allows.
-template <int BITS>
-__device__ __forceinline__ void load_codes(const uint8_t* src, uint32_t (&w)[BITS]) {
-  if constexpr (BITS == 4 || BITS == 8) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i) {
-      const uint4 v4 = *reinterpret_cast<const uint4*>(src + 16 * i);
-      w[4 * i] = v4.x;
-      w[4 * i + 1] = v4.y;
-      w[4 * i + 2] = v4.z;
-      w[4 * i + 3] = v4.w;
-    }
-  } else if constexpr (BITS == 2 || BITS == 6) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i) {
-      const uint2 v2 = *reinterpret_cast<const uint2*>(src + 8 * i);
-      w[2 * i] = v2.x;
-      w[2 * i + 1] = v2.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i) w[i] = reinterpret_cast<const uint32_t*>(src)[i];
-  }
-}
-
 // The chunk's 16 A pairs, dequantized: s·q + b rounded once to T (HSUB2 removes the magic
 // offset exactly, HFMA2 applies scale and bias).
 template <class T, int BITS>

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 
+#include "cuda/affine_simt.cuh"  // load_chunk
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
@@ -47,51 +48,6 @@ static_assert(kRfRows == kTcRows && kRfThreads == kTcThreads, "stream_k_flush's 
 inline constexpr int kRfBK = 256;   // codes of K per stage (two windows)
 inline constexpr int kRfMaxMT = 4;  // column tiles: M <= 32 (its table range)
 
-// A 16-byte streaming load of codes asking L2 for the surrounding 256 bytes: a lane quad reads
-// 64 bytes of a row per window, and the row's next three windows then come from L2.
-__device__ __forceinline__ uint4 rf_ldcs_l2(const uint8_t* p) {
-  uint4 v;
-  asm("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 rf_ldcs_l2_v2(const uint8_t* p) {
-  uint2 v;
-  asm("ld.global.cs.L2::256B.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t rf_ldcs_l2_u32(const uint8_t* p) {
-  uint32_t v;
-  asm("ld.global.cs.L2::256B.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
-  return v;
-}
-// A lane's chunk of 32 codes (4·BITS bytes) with the widest loads its alignment allows: 16 bytes
-// (4, 8 bits), 8 (2, 6 bits: rows of K·BITS/8 bytes are multiples of 8 when K % 32 == 0) or 4
-// (3, 5 bits: chunks of 12 and 20 bytes).
-template <int BITS>
-__device__ __forceinline__ void rf_load_chunk(const uint8_t* p, uint32_t (&w)[BITS]) {
-  if constexpr (BITS == 4 || BITS == 8) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i) {
-      const uint4 v = rf_ldcs_l2(p + 16 * i);
-      w[4 * i] = v.x;
-      w[4 * i + 1] = v.y;
-      w[4 * i + 2] = v.z;
-      w[4 * i + 3] = v.w;
-    }
-  } else if constexpr (BITS == 2 || BITS == 6) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i) {
-      const uint2 v = rf_ldcs_l2_v2(p + 8 * i);
-      w[2 * i] = v.x;
-      w[2 * i + 1] = v.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i) w[i] = rf_ldcs_l2_u32(p + 4 * i);
-  }
-}
 __device__ __forceinline__ void rf_prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
@@ -154,7 +110,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         for (int at = 0; at < 2; ++at)
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
-            rf_load_chunk<BITS>(crow[at][rho] + kc / 8 * BITS, r.w[at][rho]);
+            load_chunk<BITS, ChunkLoad::stream_l2>(crow[at][rho] + kc / 8 * BITS, r.w[at][rho]);
             r.s[at][rho] = scales[srow[at][rho] + grp];
             r.b[at][rho] = biases[srow[at][rho] + grp];
           }

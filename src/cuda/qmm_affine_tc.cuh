@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "cuda/affine_simt.cuh"  // load_chunk
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
@@ -412,7 +413,7 @@ __global__ void __launch_bounds__(kTcThreads, MT == 1 ? 5 : 1)
           for (int rho = 0; rho < 2; ++rho) {
             const int r = 32 * warp + 16 * at + 8 * rho + g;
             uint32_t w[BITS];
-            load_codes<BITS>(base + Geo::code_offset(r, kc * BITS / 8), w);
+            load_chunk<BITS, ChunkLoad::plain>(base + Geo::code_offset(r, kc * BITS / 8), w);
             unpack_chunk<BITS>(w, ap[rho], Magic<T>::kBits2);
           }
 #pragma unroll
@@ -475,7 +476,7 @@ __global__ void __launch_bounds__(kTcThreads, MT == 1 ? 5 : 1)
           for (int rho = 0; rho < 2; ++rho) {
             const int r = 32 * warp + 16 * at + 8 * rho + g;
             uint32_t w[BITS];
-            load_codes<BITS>(base + Geo::code_offset(r, kc * BITS / 8), w);
+            load_chunk<BITS, ChunkLoad::plain>(base + Geo::code_offset(r, kc * BITS / 8), w);
             const uint8_t* sbp = sb_s + r * Geo::kScaleRow + 8 * (e >> 1) + 2 * (e & 1);
             dequant_chunk<T, BITS>(w, *reinterpret_cast<const T*>(sbp),
                                    *reinterpret_cast<const T*>(sbp + 4), ap[rho]);

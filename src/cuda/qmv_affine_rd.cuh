@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/affine_simt.cuh"  // load_chunk
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
@@ -43,31 +44,6 @@ struct RdArgs {
   int32_t n, k;
   int64_t row_bytes;
 };
-
-// One chunk (32 codes = 4·BITS bytes) with streaming loads (read once: keep it out of L1).
-template <int BITS>
-__device__ __forceinline__ void load_chunk_stream(const uint8_t* src, uint32_t (&w)[BITS]) {
-  if constexpr (BITS % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 4; ++i) {
-      const uint4 v = __ldcs(reinterpret_cast<const uint4*>(src) + i);
-      w[4 * i] = v.x;
-      w[4 * i + 1] = v.y;
-      w[4 * i + 2] = v.z;
-      w[4 * i + 3] = v.w;
-    }
-  } else if constexpr (BITS % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < BITS / 2; ++i) {
-      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(src) + i);
-      w[2 * i] = v.x;
-      w[2 * i + 1] = v.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < BITS; ++i) w[i] = __ldcs(reinterpret_cast<const unsigned int*>(src) + i);
-  }
-}
 
 template <int BITS>
 struct RdChunks {
@@ -102,8 +78,8 @@ __global__ void __launch_bounds__(kRdMaxWarps * 32) qmv_affine_rd_kernel(RdArgs 
   const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * kChunkBytes;
   auto load = [&](int s, RdChunks<BITS>& c) {
     if (s < steps) {
-      load_chunk_stream<BITS>(w_lo + static_cast<int64_t>(s) * kStepBytes, c.lo);
-      load_chunk_stream<BITS>(w_hi + static_cast<int64_t>(s) * kStepBytes, c.hi);
+      load_chunk<BITS, ChunkLoad::stream>(w_lo + static_cast<int64_t>(s) * kStepBytes, c.lo);
+      load_chunk<BITS, ChunkLoad::stream>(w_hi + static_cast<int64_t>(s) * kStepBytes, c.hi);
     }
   };
 
