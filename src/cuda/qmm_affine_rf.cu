@@ -8,6 +8,7 @@
 #include "cuda/checks.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_rf.cuh"
+#include "cuda/stream_k.hpp"
 #include "cuda/workspace.hpp"
 #include "quanta/error.hpp"
 
@@ -71,65 +72,20 @@ std::string qmm_affine_rf_supports(const Problem& p) {
   return rf_slower_here(p);
 }
 
-namespace {
-
-int multiprocessors() {
-  int dev = 0, sms = 0;
-  QUANTA_CUDA_CHECK(cudaGetDevice(&dev));
-  QUANTA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
-// Persistent stream-K grid: one CTA per resident slot (never more than there are units).
-int choose_grid(TcArgs& a, int row_tiles, int occupancy) {
-  static const int sms = multiprocessors();
-  a.tile_stages = (a.k + kRfBK - 1) / kRfBK;
-  a.units = static_cast<int64_t>(row_tiles) * a.tile_stages;
-  const int ctas =
-      static_cast<int>(std::min<int64_t>(a.units, static_cast<int64_t>(sms) * occupancy));
-  const int64_t per = std::max<int64_t>(1, a.units / ctas);
-  a.max_contrib = static_cast<int32_t>((a.tile_stages + per - 1) / per + 1);
-  return ctas;
-}
-
-}  // namespace
-
 void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
                    const Context& ctx) {
-  constexpr std::string_view kName = "qmm_affine_rf", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
-  // 16-byte loads of x rows and code chunks (scales are read as single entries).
-  if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
-      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, 4, ctx, kName, kOp, "w.scales") ||
-      !alignment_ok(w.biases, 4, ctx, kName, kOp, "w.biases"))
+  if (!stream_k_operands_ok(x, w, y, ctx, "qmm_affine_rf"))
     return matmul_generic(x, w, nullptr, y, ctx);
-
-  TcArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
-  const int row_tiles = (a.n + kRfRows - 1) / kRfRows;
+  TcArgs a = stream_k_args(x, w, y);
   const cudaStream_t stream = stream_of(ctx);
 
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     auto run_width = [&]<int BITS>() {
       auto run = [&]<int MT>() {
-        const int ctas = choose_grid(a, row_tiles, occupancy_qmm_affine_rf<T, BITS, MT>());
-        const std::size_t partial_bytes =
-            sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kRfRows;
-        a.partials =
-            static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
-        a.counters = static_cast<uint32_t*>(
-            stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
+        const int ctas = choose_stream_k_grid(a, occupancy_qmm_affine_rf<T, BITS, MT>());
+        stream_k_scratch(a, stream);
         launch_qmm_affine_rf<T, BITS, MT>(a, dim3(static_cast<unsigned>(ctas)), stream);
       };
-      a.m = static_cast<int32_t>(x.rows);
-      a.x = x.data;
-      a.y = y.data;
       if (a.m <= 8) return run.template operator()<1>();
       if constexpr (kRfTiles < BITS >> 1) {
         if (a.m <= 8 * 2) return run.template operator()<2>();

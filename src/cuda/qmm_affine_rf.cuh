@@ -44,8 +44,10 @@ namespace quanta::cuda {
 
 inline constexpr int kRfThreads = 128;
 inline constexpr int kRfRows = 128;  // rows of W per CTA
-static_assert(kRfRows == kTcRows && kRfThreads == kTcThreads, "stream_k_flush's tile");
-inline constexpr int kRfBK = 256;   // codes of K per stage (two windows)
+
+inline constexpr int kRfBK = 256;  // codes of K per stage (two windows)
+// The stream-K helpers (stream_k_flush, stream_k.hpp) use qmm_affine_tc's tile and stage.
+static_assert(kRfRows == kTcRows && kRfThreads == kTcThreads && kRfBK == kTcBK);
 inline constexpr int kRfMaxMT = 4;  // column tiles: M <= 32 (its table range)
 
 __device__ __forceinline__ void rf_prefetch_l1(const void* p) {

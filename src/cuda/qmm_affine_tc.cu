@@ -1,5 +1,6 @@
-// qmm_affine_tc host side: the supports rule, the split-K choice and the dispatch from runtime
-// (dtype, bits, M) to the instantiations in qmm_affine_tc_b*.cu.
+// qmm_affine_tc host side: the supports rule, the stream-K helpers it shares with qmm_affine_rf
+// (stream_k.hpp) and the dispatch from runtime (dtype, bits, M) to the instantiations in
+// qmm_affine_tc_b*.cu.
 #include <algorithm>
 #include <bit>
 #include <string>
@@ -7,6 +8,7 @@
 #include "cuda/checks.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_tc.cuh"
+#include "cuda/stream_k.hpp"
 #include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
@@ -22,17 +24,52 @@ int multiprocessors() {
   return sms;
 }
 
-// Persistent stream-K grid: one CTA per resident slot (never more than there are units).
-void choose_grid(TcArgs& a, int row_tiles, int occupancy, int& ctas) {
-  static const int sms = multiprocessors();
-  a.tile_stages = (a.k + kTcBK - 1) / kTcBK;
-  a.units = static_cast<int64_t>(row_tiles) * a.tile_stages;
-  ctas = static_cast<int>(std::min<int64_t>(a.units, static_cast<int64_t>(sms) * occupancy));
-  const int64_t per = std::max<int64_t>(1, a.units / ctas);
-  a.max_contrib = static_cast<int32_t>((a.tile_stages + per - 1) / per + 1);
+}  // namespace
+
+bool stream_k_operands_ok(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y,
+                          const Context& ctx, std::string_view kernel) {
+  constexpr std::string_view kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  return alignment_ok(x.data, 16, ctx, kernel, kOp, "x") &&
+         alignment_ok(w.codes, 16, ctx, kernel, kOp, "w.codes") &&
+         alignment_ok(w.scales, 4, ctx, kernel, kOp, "w.scales") &&
+         alignment_ok(w.biases, 4, ctx, kernel, kOp, "w.biases");
 }
 
-}  // namespace
+TcArgs stream_k_args(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y) {
+  TcArgs a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
+  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
+  a.x = x.data;
+  a.y = y.data;
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+  return a;
+}
+
+int choose_stream_k_grid(TcArgs& a, int occupancy) {
+  static const int sms = multiprocessors();
+  const int row_tiles = (a.n + kTcRows - 1) / kTcRows;
+  a.tile_stages = (a.k + kTcBK - 1) / kTcBK;
+  a.units = static_cast<int64_t>(row_tiles) * a.tile_stages;
+  const int ctas =
+      static_cast<int>(std::min<int64_t>(a.units, static_cast<int64_t>(sms) * occupancy));
+  const int64_t per = std::max<int64_t>(1, a.units / ctas);
+  a.max_contrib = static_cast<int32_t>((a.tile_stages + per - 1) / per + 1);
+  return ctas;
+}
+
+void stream_k_scratch(TcArgs& a, cudaStream_t stream) {
+  const int row_tiles = (a.n + kTcRows - 1) / kTcRows;
+  const std::size_t partial_bytes =
+      sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kTcRows;
+  a.partials = static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
+  a.counters = static_cast<uint32_t*>(
+      stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
+}
 
 std::string qmm_affine_tc_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "needs the affine format";
@@ -60,26 +97,8 @@ namespace {
 template <bool kSplit>
 void run_tc(std::string_view kName, ConstMatrixView x, const QuantizedMatrix& w, MatrixView y,
             const Context& ctx) {
-  constexpr std::string_view kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
-  // 16-byte copies of x rows and code rows, 4-byte copies of scale rows.
-  if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
-      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, 4, ctx, kName, kOp, "w.scales") ||
-      !alignment_ok(w.biases, 4, ctx, kName, kOp, "w.biases"))
-    return matmul_generic(x, w, nullptr, y, ctx);
-
-  TcArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
-  a.x = x.data;
-  a.y = y.data;
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
-  const int row_tiles = (a.n + kTcRows - 1) / kTcRows;
+  if (!stream_k_operands_ok(x, w, y, ctx, kName)) return matmul_generic(x, w, nullptr, y, ctx);
+  TcArgs a = stream_k_args(x, w, y);
   const cudaStream_t stream = stream_of(ctx);
 
   dispatch_half_dtype(x.dtype, [&]<class T>() {
@@ -87,14 +106,9 @@ void run_tc(std::string_view kName, ConstMatrixView x, const QuantizedMatrix& w,
       auto run = [&]<int MT, bool SPLIT>() {
         const int x_rows = std::min(a.m, 8 * MT);
         a.stage_bytes = TcGeom<BITS, MT>::stage_bytes(x_rows);
-        int ctas = 0;
-        choose_grid(a, row_tiles, occupancy_qmm_affine_tc<T, BITS, MT, SPLIT>(x_rows), ctas);
-        const std::size_t partial_bytes =
-            sizeof(float) * static_cast<std::size_t>(row_tiles) * a.max_contrib * a.m * kTcRows;
-        a.partials =
-            static_cast<float*>(stream_scratch(stream, Scratch::split_partials, partial_bytes));
-        a.counters = static_cast<uint32_t*>(
-            stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * row_tiles));
+        const int ctas =
+            choose_stream_k_grid(a, occupancy_qmm_affine_tc<T, BITS, MT, SPLIT>(x_rows));
+        stream_k_scratch(a, stream);
         launch_qmm_affine_tc<T, BITS, MT, SPLIT>(a, dim3(static_cast<unsigned>(ctas)), stream);
       };
       if constexpr (kSplit)
