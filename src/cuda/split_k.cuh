@@ -31,11 +31,23 @@ __device__ __forceinline__ void split_finish(const SplitTile& s, int tile, int m
   if (!is_last) return;
   __threadfence();
   cols = min(cols, s.n - n0);
+  // Eight splits' loads in flight per element (one at a time left qvm_affine's last CTA
+  // waiting an L2 round trip per split); the sum stays in split order.
+  constexpr int kInFlight = 8;
+  const int64_t split_stride = static_cast<int64_t>(s.m) * s.n;
   for (int i = threadIdx.x; i < (m1 - m0) * cols; i += blockDim.x) {
     const int m = m0 + i / cols, n = n0 + i % cols;
+    const float* src = s.partials + static_cast<int64_t>(m) * s.n + n;
     float sum = 0.0f;
-    for (int k = 0; k < s.splits; ++k)
-      sum += __ldcg(s.partials + (static_cast<int64_t>(k) * s.m + m) * s.n + n);
+    for (int k0 = 0; k0 < s.splits; k0 += kInFlight) {
+      float v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j)
+        v[j] = k0 + j < s.splits ? __ldcg(src + (k0 + j) * split_stride) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j)
+        if (k0 + j < s.splits) sum += v[j];
+    }
     y[static_cast<int64_t>(m) * s.n + n] = from_f32<T>(sum);
   }
   if (threadIdx.x == 0) s.counters[tile] = 0;
