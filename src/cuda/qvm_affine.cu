@@ -68,7 +68,8 @@ __device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       T lo, hi;
-      const uint16_t l = static_cast<uint16_t>(w[i] & 0xFFFFu), h = static_cast<uint16_t>(w[i] >> 16);
+      const uint16_t l = static_cast<uint16_t>(w[i] & 0xFFFFu),
+                     h = static_cast<uint16_t>(w[i] >> 16);
       __builtin_memcpy(&lo, &l, 2);
       __builtin_memcpy(&hi, &h, 2);
       v[2 * i] = to_f32(lo);
@@ -190,8 +191,8 @@ template <class T, int BITS, int MR>
 int resident_qvm() {
   static const int n = [] {
     constexpr int kSmem = kWarps * MR * kCols * static_cast<int>(sizeof(float));
-    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(
-        qvm_affine_kernel<T, BITS, MR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qvm_affine_kernel<T, BITS, MR>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     int per_sm = 0, dev = 0, sms = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, qvm_affine_kernel<T, BITS, MR>, kThreads, kSmem));
@@ -242,8 +243,7 @@ void qvm_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, Mat
       resident = mr == 1 ? resident_qvm<T, BITS, 1>() : resident_qvm<T, BITS, 2>();
     });
   });
-  const int splits =
-      std::clamp(resident / (col_tiles * zs), 1, std::max(1, a.k / 8 / kWarps));
+  const int splits = std::clamp(resident / (col_tiles * zs), 1, std::max(1, a.k / 8 / kWarps));
   const cudaStream_t stream = stream_of(ctx);
   a.split = SplitTile{nullptr, nullptr, splits, a.m, a.n};
   if (splits > 1) {
