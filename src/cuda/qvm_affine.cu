@@ -11,9 +11,9 @@
 // computing two rows of x) ran ~4 warps an SM at 8-16% of the read roof. Here the splits fill
 // one wave of resident CTAs (8 warps each), a warp's share is as small as 8 K-rows, each lane
 // keeps kDepth K-rows of codes in flight, and code q enters its FMA as the f32 1 + q/2^bits (the
-// code shifted under the exponent of 1.0: a shift and a LOP3, no int-to-float conversion);
-// Σ x·q = 2^bits·(Σ x·(1 + q/2^bits) - Σx) is taken per group, where both sums are of comparable
-// size.
+// code shifted under the exponent of 1.0: a shift and a LOP3, no int-to-float conversion; 2- and
+// 4-bit codes a byte permute each, BytePlanes); Σ x·q = 2^bits·(Σ x·(1 + q/2^bits) - Σx) is taken
+// per group, where both sums are of comparable size.
 #include <algorithm>
 
 #include "cuda/affine_simt.cuh"
@@ -58,6 +58,30 @@ __device__ __forceinline__ float code_unit(const uint32_t (&w)[BITS], int i, uin
     t = __funnelshift_r(w[wi], w[wi + 1 < BITS ? wi + 1 : BITS - 1], sh) << kTop;
   return __uint_as_float(and_or<kMask>(t, one));
 }
+
+// 2- and 4-bit codes by byte permutes: plane p of word w holds, in each byte, one of its codes
+// at the byte's bits 8 - BITS..6 under bit 7 set (0x80 | q << (7 - BITS)); a PRMT of that byte
+// into byte 2 beside 0x3F in byte 3 is the f32 1 + q/2^BITS. A word of 8/BITS·4 codes costs
+// 8/BITS shifts and LOP3s and a PRMT per code, against a shift and a LOP3 per code.
+template <int BITS>
+struct BytePlanes {
+  static constexpr int kPlanes = 8 / BITS;  // codes per byte
+  uint32_t p[kPlanes];
+  __device__ __forceinline__ BytePlanes(uint32_t w, uint32_t x80) {
+    constexpr uint32_t kMask = 0x01010101u * (((1u << BITS) - 1u) << (7 - BITS));
+#pragma unroll
+    for (int c = 0; c < kPlanes; ++c) {  // code c of each byte: bits c·BITS.. -> 7 - BITS..6
+      constexpr int kTo = 7 - BITS;
+      const int from = c * BITS;
+      p[c] = and_or<kMask>(from <= kTo ? w << (kTo - from) : w >> (from - kTo), x80);
+    }
+  }
+  // Code i of the word (byte i / kPlanes, code i % kPlanes of it) as 1 + q/2^BITS.
+  __device__ __forceinline__ float code(int i, uint32_t c3f) const {
+    const uint32_t b = static_cast<uint32_t>(i / kPlanes);
+    return __uint_as_float(__byte_perm(p[i % kPlanes], c3f, 0x7054u | (b << 8)));
+  }
+};
 
 // Eight scale or bias entries of type T at p (16-byte aligned for 2-byte T, 32 for f32) as f32.
 template <class T>
@@ -114,6 +138,7 @@ __global__ void __launch_bounds__(kThreads, MR == 1 ? 2 : 1) qvm_affine_kernel(c
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) load(kb + d, ring[d], xring[d]);
   const uint32_t one = magic_register(0x3F800000u);
+  const uint32_t x80 = magic_register(0x80808080u), c3f = magic_register(0x3F000000u);
   const T* sc = reinterpret_cast<const T*>(a.scales);
   const T* bi = reinterpret_cast<const T*>(a.biases);
   const int gmask = (1 << a.log2_group) - 1;
@@ -122,11 +147,26 @@ __global__ void __launch_bounds__(kThreads, MR == 1 ? 2 : 1) qvm_affine_kernel(c
   for (int k = kb; k < ke; k += kDepth) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
+      if constexpr (BITS == 2 || BITS == 4) {  // byte permutes: 1.04-1.26x (H200, PERF.md)
+        constexpr int kPerWord = 32 / BITS;
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const float v = code_unit<BITS>(ring[d], j, one);
+        for (int wi = 0; wi < BITS; ++wi) {
+          const BytePlanes<BITS> bp(ring[d][wi], x80);
 #pragma unroll
-        for (int r = 0; r < MR; ++r) dq[r][j] = fmaf(xring[d][r], v, dq[r][j]);
+          for (int i = 0; i < kPerWord; ++i) {
+            const float v = bp.code(i, c3f);
+#pragma unroll
+            for (int r = 0; r < MR; ++r)
+              dq[r][wi * kPerWord + i] = fmaf(xring[d][r], v, dq[r][wi * kPerWord + i]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          const float v = code_unit<BITS>(ring[d], j, one);
+#pragma unroll
+          for (int r = 0; r < MR; ++r) dq[r][j] = fmaf(xring[d][r], v, dq[r][j]);
+        }
       }
 #pragma unroll
       for (int r = 0; r < MR; ++r) sx[r] += xring[d][r];
