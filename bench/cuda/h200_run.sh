@@ -4,12 +4,7 @@
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
 # m1_warps wgmma_sweep quick prof stalls source api extra (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-D=${DEVRUN:-build-cuda/devrun}
-OUT=${OUT:-/tmp/quanta-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$D:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/devrun_env.sh"
 T=$D/quanta_gpu_tests
 P=$D/quanta_cuda_probe
 steps=${*:-tests sanitizer m1 all large}

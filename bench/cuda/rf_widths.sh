@@ -2,12 +2,7 @@
 # qmm_affine_rf at the other affine widths against the kernels the selector ran there before it
 # (docs/PERF.md, "qmm_affine_rf at 2, 3, 5, 6 and 8 bits"): every kernel forced, one process per
 # kernel, same machine and session. Logs to $OUT. Needs $DEVRUN (bench/cuda/make_devrun.sh).
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-D=${DEVRUN:-build-cuda/devrun}
-OUT=${OUT:-/tmp/quanta-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$D:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/devrun_env.sh"
 P=$D/quanta_cuda_probe
 M=5,8,9,16,24,32
 p() {  # name, timeout, probe arguments
