@@ -229,19 +229,19 @@ inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
   return std::min(w, std::max(1, steps));
 }
 
-// Warps per block for 2/4/8 bits at M = 1, from the instance's occupancy (blocks_per_sm[i]:
-// blocks of 2^i warps resident per multiprocessor): the most, up to 8 and at most one per step,
+// Warps per block for 2/4/8 bits at M = 1, from the instance's occupancy (blocks_per_sm[w - 1]:
+// blocks of w warps resident per multiprocessor): the most, up to 8 and at most one per step,
 // with which every block is resident at once (one wave); where only 1 warp fits, 8 if K has at
 // least 32 steps (4+ per warp: fine waves beat one wave of 1-warp blocks that leaves half the
 // SMs' warp slots empty; 4-bit g32 on 27648 x 5120: 33.8 us against 44.2), else 1. H200, 2/4/8
-// bits x g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120: the best of 1/2/4/8 warps on 25 of
-// 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule where the
-// counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md).
-inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[4]) {
-  for (int i = 3; i >= 1; --i) {
-    const int w = 1 << i;
-    if (w <= steps && tiles <= sms * blocks_per_sm[i]) return w;
-  }
+// bits x g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120, counts 1/2/4/8 only: the best of
+// them on 25 of 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule
+// where the counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md). Counts
+// between the powers of two (Dec 1): int4 g64 on 5120 x 14336 takes 5 (3 blocks, 15 warps per
+// SM, where 4 left 9.7 on average and 6 did not fit): 1.11x (docs/PERF.md).
+inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps]) {
+  for (int w = kI8MaxWarps; w >= 2; --w)
+    if (w <= steps && tiles <= sms * blocks_per_sm[w - 1]) return w;
   return steps >= 32 ? kI8MaxWarps : 1;
 }
 
@@ -395,15 +395,15 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
   const int tiles = (a.n + kI8Rows - 1) / kI8Rows;
   if (warps == 0) {
     struct Occupancy {
-      int blocks_per_sm[4] = {}, sms = 0;
+      int blocks_per_sm[kI8MaxWarps] = {}, sms = 0;
       cudaError_t error = cudaSuccess;
     };
     static const Occupancy occ = [] {
       Occupancy o;
-      for (int i = 0; i < 4 && o.error == cudaSuccess; ++i)
+      for (int w = 1; w <= kI8MaxWarps && o.error == cudaSuccess; ++w)
         o.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &o.blocks_per_sm[i], qmv_affine_i8_kernel<T, BITS, G, MT>, 32 << i,
-            static_cast<std::size_t>(1 << i) * MT * kI8Rows * sizeof(float));
+            &o.blocks_per_sm[w - 1], qmv_affine_i8_kernel<T, BITS, G, MT>, 32 * w,
+            static_cast<std::size_t>(w) * MT * kI8Rows * sizeof(float));
       int dev = 0;
       if (o.error == cudaSuccess) o.error = cudaGetDevice(&dev);
       if (o.error == cudaSuccess)
