@@ -14,58 +14,58 @@
 namespace quanta::cuda {
 
 // clang-format off
-extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 4>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 2>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 4>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 1>(const XcArgs&, int, cudaStream_t);
-extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 2>(const XcArgs&, int, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 2, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 2, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 32, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 4, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 32, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 4, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 4>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 4>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 6, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 6, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 32, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 64, 4>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__half, 8, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 32, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 2>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 64, 4>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+extern template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 8, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
 // clang-format on
 
 std::string qmm_affine_i8_supports(const Problem& p) {
@@ -128,11 +128,16 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  // At least 4 warps with two column tiles (H200 int4 g64, M = 8: 33-55 us against 46-65 with 2
-  // and 42-66 with 8). 3/5/6 bits start from 1 at every M (their steps are 96-192 bytes per lane,
-  // so fewer warps suffice): 14336x5120 / 5120x14336 / 27648x5120 take 2 / 4 / 1, at M = 5..8
-  // 1.04-1.24x faster than 4 warps on the first and last (docs/perf-cuda-i8-widths.md).
+  // The most warps with which every block is resident at once (i8_one_wave_warps), else the
+  // doubling rule: at least 4 warps with two column tiles (H200 int4 g64, M = 8: 33-55 us against
+  // 46-65 with 2 and 42-66 with 8), 3/5/6 bits from 1 at every M (their steps are 96-192 bytes per
+  // lane, so fewer warps suffice: 1.04-1.24x faster than 4 warps at M = 5..8 on 14336x5120 and
+  // 27648x5120, docs/perf-cuda-i8-widths.md). Against the doubling rule alone: 0.98-1.16x
+  // (median 1.04x on 5120x14336, 1.00x on 14336x5120, M = 3, 4, 8, every width it serves;
+  // docs/PERF.md); on 27648x5120 no count >= 2 fits one wave, and falling back to 1 warp there
+  // lost up to 19%, so the doubling rule stays. QUANTA_QMM_I8_WARPS=w forces w.
   const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
+  const bool one_wave = !std::getenv("QUANTA_QMM_I8_WARPS");
   const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4,
                                  !whole_bytes ? 1
                                  : a.m <= 4   ? 2
@@ -145,11 +150,11 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
       // Column tiles of 4 rows of x: 1 (M <= 4), 2 (M <= 8) or 4 (M <= 16, xc_four_tiles).
       if constexpr (xc_serves(BITS, G)) {  // a lane's quarter of a group is whole unpack units
         if (a.m <= 4) {
-          status = launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, stream);
+          status = launch_qmm_affine_i8<T, BITS, G, 1>(a, warps, one_wave, stream);
         } else if (a.m <= 8) {
-          status = launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, stream);
+          status = launch_qmm_affine_i8<T, BITS, G, 2>(a, warps, one_wave, stream);
         } else if constexpr (xc_four_tiles(BITS, G)) {
-          status = launch_qmm_affine_i8<T, BITS, G, 4>(a, warps, stream);
+          status = launch_qmm_affine_i8<T, BITS, G, 4>(a, warps, one_wave, stream);
         } else {
           throw Error("[quanta::matmul] qmm_affine_i8: M > 8 needs 5-bit g128 or 8-bit g64 codes");
         }

@@ -325,14 +325,23 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
 }
 
 // Pre-pass (a grid row per row of x), then the main kernel with programmatic dependent launch.
+// one_wave: i8_one_wave_warps at this instance's occupancy (queried once per process), with
+// `warps` where no count >= 2 keeps every block resident; else `warps` as given.
 template <class T, int BITS, int G, int NT>
-cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, cudaStream_t stream) {
+cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, bool one_wave, cudaStream_t stream) {
+  const int tiles = (a.n + kXcRows - 1) / kXcRows;
+  if (one_wave) {
+    static const I8Occupancy occ =
+        i8_occupancy(qmm_affine_i8_kernel<T, BITS, G, NT>, 4 * NT * kXcRows * sizeof(float));
+    if (occ.error != cudaSuccess) return occ.error;
+    warps = i8_one_wave_warps(tiles, a.k / G / 4, occ.sms, occ.blocks_per_sm, warps);
+  }
   const int threads = a.k / G * 4;
   qmm_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.n + kXcRows - 1) / kXcRows));
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles));
   cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
   cfg.dynamicSmemBytes = static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float);
   cfg.stream = stream;

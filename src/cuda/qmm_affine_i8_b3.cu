@@ -4,9 +4,9 @@
 
 namespace quanta::cuda {
 // clang-format off
-template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 1>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 2>(const XcArgs&, int, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__half, 3, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 3, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
 // clang-format on
 }  // namespace quanta::cuda

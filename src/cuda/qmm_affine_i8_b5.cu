@@ -4,11 +4,11 @@
 
 namespace quanta::cuda {
 // clang-format off
-template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, cudaStream_t);
-template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 4>(const XcArgs&, int, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__half, 5, 128, 4>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 1>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 2>(const XcArgs&, int, bool, cudaStream_t);
+template cudaError_t launch_qmm_affine_i8<__nv_bfloat16, 5, 128, 4>(const XcArgs&, int, bool, cudaStream_t);
 // clang-format on
 }  // namespace quanta::cuda

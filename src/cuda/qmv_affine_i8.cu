@@ -127,15 +127,15 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  // H200 int4 g64: 2 warps for 14336x5120 and 27648x5120, 4 for 5120x14336. 3/5/6 bits start
-  // from 1 warp, so 27648x5120 takes 1 (one wave of blocks): 3-15% faster than 2 for every 3/5/6
-  // width and group at M = 1 and M = 2 (docs/perf-cuda-i8-widths.md). 2/4/8 bits at M = 1: 0,
-  // the launcher picks from the instance's occupancy (i8_one_wave_warps), unless overridden.
+  // Warps per block: 0, the launcher picks from the instance's occupancy (i8_one_wave_warps),
+  // unless QUANTA_QMV_I8_WARPS says. Against the doubling rule (i8_warps_for) that was 0.98-1.39x
+  // for 2/4/8 bits at M = 2 (median 1.10x) and 0.97-1.23x for 3/5/6 bits at M = 1 and 2 (1.05-1.23x
+  // on 5120 x 14336; docs/PERF.md).
   const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
-  const bool by_occupancy = whole_bytes && a.m == 1 && !std::getenv("QUANTA_QMV_I8_WARPS");
-  const int warps = by_occupancy ? 0
-                                 : i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4,
-                                                whole_bytes ? 2 : 1, "QUANTA_QMV_I8_WARPS");
+  const int warps = std::getenv("QUANTA_QMV_I8_WARPS")
+                        ? i8_warps_for((a.n + kI8Rows - 1) / kI8Rows, groups / 4,
+                                       whole_bytes ? 2 : 1, "QUANTA_QMV_I8_WARPS")
+                        : 0;
   cudaError_t status = cudaSuccess;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {

@@ -229,20 +229,42 @@ inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
   return std::min(w, std::max(1, steps));
 }
 
-// Warps per block for 2/4/8 bits at M = 1, from the instance's occupancy (blocks_per_sm[w - 1]:
-// blocks of w warps resident per multiprocessor): the most, up to 8 and at most one per step,
-// with which every block is resident at once (one wave); where only 1 warp fits, 8 if K has at
-// least 32 steps (4+ per warp: fine waves beat one wave of 1-warp blocks that leaves half the
-// SMs' warp slots empty; 4-bit g32 on 27648 x 5120: 33.8 us against 44.2), else 1. H200, 2/4/8
+// Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy (blocks_per_sm[w
+// - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at most one per step,
+// with which every block is resident at once (one wave); where no count >= 2 does, `fallback`
+// (qmv_affine_i8: 8 if K has at least 32 steps, 4+ per warp: fine waves beat one wave of 1-warp
+// blocks that leaves half the SMs' warp slots empty, 4-bit g32 on 27648 x 5120: 33.8 us against
+// 44.2; else 1). H200, 2/4/8
 // bits x g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120, counts 1/2/4/8 only: the best of
 // them on 25 of 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule
 // where the counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md). Counts
 // between the powers of two (Dec 1): int4 g64 on 5120 x 14336 takes 5 (3 blocks, 15 warps per
 // SM, where 4 left 9.7 on average and 6 did not fit): 1.11x (docs/PERF.md).
-inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps]) {
+inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
+                             int fallback) {
   for (int w = kI8MaxWarps; w >= 2; --w)
     if (w <= steps && tiles <= sms * blocks_per_sm[w - 1]) return w;
-  return steps >= 32 ? kI8MaxWarps : 1;
+  return fallback;
+}
+
+// Blocks of w = 1..8 warps of `kernel` resident per multiprocessor (blocks_per_sm[w - 1]), with
+// smem_per_warp bytes of dynamic shared memory per warp, and the multiprocessor count. Launchers
+// keep one per kernel instance (a static: queried once per process).
+struct I8Occupancy {
+  int blocks_per_sm[kI8MaxWarps] = {}, sms = 0;
+  cudaError_t error = cudaSuccess;
+};
+template <class Kernel>
+I8Occupancy i8_occupancy(Kernel kernel, std::size_t smem_per_warp) {
+  I8Occupancy o;
+  for (int w = 1; w <= kI8MaxWarps && o.error == cudaSuccess; ++w)
+    o.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.blocks_per_sm[w - 1], kernel, 32 * w,
+                                                            w * smem_per_warp);
+  int dev = 0;
+  if (o.error == cudaSuccess) o.error = cudaGetDevice(&dev);
+  if (o.error == cudaSuccess)
+    o.error = cudaDeviceGetAttribute(&o.sms, cudaDevAttrMultiProcessorCount, dev);
+  return o;
 }
 
 // The error for a width the supports rule should have refused (a kernel forced past it).
@@ -394,24 +416,11 @@ template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
   const int tiles = (a.n + kI8Rows - 1) / kI8Rows;
   if (warps == 0) {
-    struct Occupancy {
-      int blocks_per_sm[kI8MaxWarps] = {}, sms = 0;
-      cudaError_t error = cudaSuccess;
-    };
-    static const Occupancy occ = [] {
-      Occupancy o;
-      for (int w = 1; w <= kI8MaxWarps && o.error == cudaSuccess; ++w)
-        o.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &o.blocks_per_sm[w - 1], qmv_affine_i8_kernel<T, BITS, G, MT>, 32 * w,
-            static_cast<std::size_t>(w) * MT * kI8Rows * sizeof(float));
-      int dev = 0;
-      if (o.error == cudaSuccess) o.error = cudaGetDevice(&dev);
-      if (o.error == cudaSuccess)
-        o.error = cudaDeviceGetAttribute(&o.sms, cudaDevAttrMultiProcessorCount, dev);
-      return o;
-    }();
+    static const I8Occupancy occ =
+        i8_occupancy(qmv_affine_i8_kernel<T, BITS, G, MT>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    warps = i8_one_wave_warps(tiles, a.k / G / 4, occ.sms, occ.blocks_per_sm);
+    const int steps = a.k / G / 4;
+    warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, steps >= 32 ? 8 : 1);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
   qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
