@@ -94,6 +94,32 @@ TEST_P(OpsEveryFormat, DequantizeMatchesOracle) {
   }
 }
 
+// A stack of experts: each expert's rows equal that expert dequantized alone, whatever the
+// thread count (rows are split over the pool).
+TEST_P(OpsEveryFormat, DequantizeStackEqualsEachExpert) {
+  const Format f = GetParam();
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix w = test::host_weights(f, t, 24, 256, Layout::nk, 6, /*batch=*/3);
+    const std::size_t expert_bytes = static_cast<std::size_t>(24 * 256) * dtype_size(t);
+    for (int threads : {1, 2, 3}) {
+      Context ctx;
+      ctx.threads = threads;
+      Dense all(t, 3 * 24, 256);
+      all.poison();
+      dequantize(w, all.mut(), ctx);
+      for (int64_t e = 0; e < 3; ++e) {
+        Dense one(t, 24, 256);
+        one.poison();
+        dequantize(w.expert(e), one.mut());
+        EXPECT_EQ(0, std::memcmp(all.bytes.data() + e * expert_bytes, one.bytes.data(),
+                                 expert_bytes))
+            << w.describe() << " -> " << dtype_name(t) << ": expert " << e << ", " << threads
+            << " threads";
+      }
+    }
+  }
+}
+
 TEST_P(OpsEveryFormat, GatherMatmulMatchesOracle) {
   const Format f = GetParam();
   const int64_t k = f.group_size > 128 ? 512 : 256;

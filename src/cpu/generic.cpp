@@ -1,8 +1,10 @@
 // Portable CPU kernels: decode one stored row to f32, then multiply-accumulate in f32.
 // Correct for every format and layout; the SIMD kernels (src/cpu/*) take over the hot cases.
+#include <algorithm>
 #include <vector>
 
 #include "cpu/backend.hpp"
+#include "cpu/pool.hpp"
 #include "format/decode.hpp"
 #include "format/dense.hpp"
 
@@ -56,19 +58,36 @@ void matmul_rows(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y,
 
 }  // namespace
 
-void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&) {
+// Storage rows in blocks over the thread pool (each output row is written by one task). f32 rows
+// are decoded in place; f16/bf16 rows hold values already rounded to the dtype (the owner's
+// arithmetic), so converting them is exact.
+void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
   const int64_t R = codec::storage_rows(w), C = codec::storage_cols(w);
-  std::vector<float> row(static_cast<std::size_t>(C));
-  for (int64_t e = 0; e < w.batch; ++e) {
-    const QuantizedMatrix m = w.expert(e);
-    for (int64_t r = 0; r < R; ++r) {
-      codec::decode_storage_row(m, r, row.data(), out.dtype);
-      const auto base = static_cast<std::size_t>((e * R + r) * C);
-      for (int64_t c = 0; c < C; ++c)
-        dense::store(out.data, out.dtype, base + static_cast<std::size_t>(c),
-                     row[static_cast<std::size_t>(c)]);
+  const int64_t rows = w.batch * R;
+  const int workers = resolve_threads(ctx.threads);
+  std::vector<QuantizedMatrix> experts;
+  for (int64_t e = 0; e < w.batch; ++e) experts.push_back(w.expert(e));
+  std::vector<std::vector<float>> bufs(  // a row per worker for f16/bf16 (the tasks never allocate)
+      static_cast<std::size_t>(workers),
+      std::vector<float>(out.dtype == DType::f32 ? 0 : static_cast<std::size_t>(C)));
+  constexpr int64_t kRowsPerTask = 8;
+  parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, workers, [&](int64_t task, int worker) {
+    float* row = bufs[static_cast<std::size_t>(worker)].data();
+    for (int64_t i = task * kRowsPerTask; i < std::min(rows, (task + 1) * kRowsPerTask); ++i) {
+      const QuantizedMatrix& m = experts[static_cast<std::size_t>(i / R)];
+      const auto base = static_cast<std::size_t>(i * C);
+      if (out.dtype == DType::f32) {
+        codec::decode_storage_row(m, i % R, static_cast<float*>(out.data) + base);
+        continue;
+      }
+      codec::decode_storage_row(m, i % R, row, out.dtype);
+      auto* dst = static_cast<uint16_t*>(out.data) + base;
+      if (out.dtype == DType::f16)
+        for (int64_t c = 0; c < C; ++c) dst[c] = f32_to_f16_bits(row[c]);
+      else
+        for (int64_t c = 0; c < C; ++c) dst[c] = f32_to_bf16_bits(row[c]);
     }
-  }
+  });
 }
 
 void matmul_generic(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, MatrixView y,
