@@ -32,6 +32,9 @@ int64_t fused_max_rows(const Format& f, Layout layout);
 int64_t packed_min_rows(const Format& f, Layout layout, Isa isa);
 void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                  MatrixView y, const Context& ctx, Isa isa, Path path);
+// W [N, K] of every format but the GGUF blocks (those stay on dequantize_generic, whose block
+// decoders are already fast): bit-exact with dequantize_generic.
+void dequantize_simd(const QuantizedMatrix& w, MatrixView out, const Context& ctx, Isa isa);
 
 struct IsaKernels;
 const IsaKernels& isa_kernels(Isa isa);

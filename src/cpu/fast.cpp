@@ -394,4 +394,21 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
   }
 }
 
+void dequantize_simd(const QuantizedMatrix& w, MatrixView out, const Context& ctx, Isa isa) {
+  const IsaKernels& kr = isa_kernels(isa);
+  const int threads = resolve_threads(ctx.threads);
+  constexpr int64_t kRowsPerTask = 16;
+  const std::size_t expert_bytes =
+      static_cast<std::size_t>(w.n * w.k) * static_cast<std::size_t>(dtype_size(out.dtype));
+  for (int64_t e = 0; e < w.batch; ++e) {
+    const PlannedMatrix pm = make_plan(w.expert(e));
+    void* dst = static_cast<std::byte*>(out.data) + static_cast<std::size_t>(e) * expert_bytes;
+    parallel_for((w.n + kRowsPerTask - 1) / kRowsPerTask, workers_for(threads, w.n * w.k),
+                 [&](int64_t t, int) {
+                   const int64_t n0 = t * kRowsPerTask;
+                   kr.dequantize_nk(pm.plan, n0, std::min(kRowsPerTask, w.n - n0), dst, out.dtype);
+                 });
+  }
+}
+
 }  // namespace quanta::cpu

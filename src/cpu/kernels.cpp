@@ -44,6 +44,21 @@ void simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, Matri
   matmul_simd(x, w, ids, y, ctx, kIsa, kPath);
 }
 
+// The SIMD dequantize: W [N, K], the packed formats (GGUF blocks stay on dequantize_generic).
+template <Isa kIsa>
+std::string supports_dequantize(const Problem& p) {
+  std::string why = supports_isa<kIsa>(p);
+  if (why.empty() && p.layout != Layout::nk) why = "the [N, K] layout only";
+  if (why.empty() && p.format.info().family == Family::gguf)
+    why = "GGUF blocks: dequantize_generic's block decoders";
+  return why;
+}
+
+template <Isa kIsa>
+void dequantize_isa(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
+  dequantize_simd(w, out, ctx, kIsa);
+}
+
 constexpr Isa kA512 = Isa::avx512, kA2 = Isa::avx2, kSc = Isa::scalar;
 constexpr Path kGemv = Path::gemv, kTiled = Path::tiled;
 
@@ -61,7 +76,10 @@ const KernelEntry kTable[] = {
   {"gather_qmm_scalar",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "MoE, portable one-lane engine"},
   {"matmul_generic",           Op::matmul,         Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: every format and layout"},
   {"gather_matmul_generic",    Op::gather_matmul,  Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: rows grouped by expert"},
-  {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding"},
+  {"dequantize_avx512",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA512>, nullptr,     dequantize_isa<kA512>, "[N, K], packed formats: a group's codes in 16 lanes, scale * q and + bias each rounded to the output dtype as the codec does (no FMA), threads over rows; bit-exact with dequantize_generic"},
+  {"dequantize_avx2",          Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA2>,   nullptr,     dequantize_isa<kA2>,   "the same on AVX2 (8 lanes)"},
+  {"dequantize_scalar",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kSc>,   nullptr,     dequantize_isa<kSc>,   "the same, portable one-lane engine"},
+  {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding (the codec); GGUF blocks, [K, N] and the fallback"},
 };
 // clang-format on
 }  // namespace

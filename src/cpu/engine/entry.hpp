@@ -28,5 +28,6 @@ void entry_pack_nk(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, in
                    float* scratch, float* packed);
 void entry_gemm_packed(const float* x, int64_t ldx, int64_t m, const float* p, int64_t nt,
                        int64_t kc, float* c, int64_t ldc, bool accumulate);
+void entry_dequantize_nk(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt);
 
 }  // namespace quanta::cpu::QUANTA_ISA

@@ -69,6 +69,29 @@ struct V {
   static F load_n(const float* p, int n) { return _mm256_maskload_ps(p, mask(n)); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store_n(float* p, F v, int n) { _mm256_maskstore_ps(p, mask(n), v); }
+  // ---- 16-bit results (dequantize): round to nearest even, NaN kept quiet, as numeric.hpp ----
+  static I bf16_bits_hi(F v) {  // the bf16 nearest each lane, in the lane's high half
+    const I x = _mm256_castps_si256(v);
+    const I odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    const I r = _mm256_and_si256(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)),
+                                 _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    const I nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    const I q = _mm256_slli_epi32(_mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40)), 16);
+    return _mm256_blendv_epi8(r, q, nan);
+  }
+  static F round_bf16(F v) { return _mm256_castsi256_ps(bf16_bits_hi(v)); }
+  static F round_f16(F v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  static void store_f16(uint16_t* p, F v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static void store_bf16(uint16_t* p, F v) {
+    const I b = _mm256_srli_epi32(bf16_bits_hi(v), 16);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+  }
+  // Keeps a multiply and a later add from being fused into one FMA (see avx512.hpp).
+  static void opaque(F& v) { asm volatile("" : "+x"(v)); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a·b
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }

@@ -80,6 +80,33 @@ struct V {
   static F load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  // ---- 16-bit results (dequantize): round to nearest even, NaN kept quiet, as numeric.hpp ----
+  // The bf16 nearest each lane, in the lane's high half (low half zero).
+  static I bf16_bits_hi(F v) {
+    const I x = _mm512_castps_si512(v);
+    const I odd = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    const I r = _mm512_and_si512(_mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)),
+                                 _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const I q = _mm512_slli_epi32(_mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)), 16);
+    return _mm512_mask_blend_epi32(nan, r, q);
+  }
+  static F round_bf16(F v) { return _mm512_castsi512_ps(bf16_bits_hi(v)); }
+  static F round_f16(F v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store_f16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store_bf16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_bits_hi(v), 16)));
+  }
+  // Hides how v was computed, so a multiply and a later add are not fused into one FMA (whose
+  // single rounding would differ from the format owner's two).
+  static void opaque(F& v) { asm volatile("" : "+v"(v)); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }

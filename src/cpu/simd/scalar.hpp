@@ -28,6 +28,17 @@ struct V {
   static F load(const float* p) { return *p; }
   static F load_n(const float* p, int n) { return n > 0 ? *p : 0.0f; }
   static void store(float* p, F v) { *p = v; }
+  // 16-bit results (dequantize), as numeric.hpp rounds them.
+  static F round_bf16(F v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
+  static F round_f16(F v) { return f16_bits_to_f32(f32_to_f16_bits(v)); }
+  static void store_f16(uint16_t* p, F v) { *p = f32_to_f16_bits(v); }
+  static void store_bf16(uint16_t* p, F v) { *p = f32_to_bf16_bits(v); }
+  // Keeps a multiply and a later add from being fused into one FMA (a volatile round trip: this
+  // level also builds where there is no x86 register constraint).
+  static void opaque(F& v) {
+    volatile float t = v;
+    v = t;
+  }
   static void store_n(float* p, F v, int n) {
     if (n > 0) *p = v;
   }

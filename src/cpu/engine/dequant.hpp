@@ -1,0 +1,104 @@
+// Dequantize, W [N, K]: storage rows [n0, n0 + rows) as dense weights of dtype kDt (row stride
+// K), with the arithmetic of the format's owner as the codec (src/format/decode.cpp) does it:
+//   affine       scale · q rounded to kDt, plus bias, rounded to kDt (MLX)
+//   microscaled  q · scale rounded to kDt, times nvfp4's global scale
+//   fp8          q · scale
+// then stored in kDt. A multiply feeding an add is kept opaque, so no FMA merges their two
+// roundings into one: the results equal dequantize_generic's bit for bit (tests/test_cpu_*).
+#pragma once
+
+#include "cpu/engine/tile.hpp"  // with_packed
+
+namespace quanta::cpu::QUANTA_ISA {
+
+template <DType kDt>
+inline F round_to(F v) {
+  if constexpr (kDt == DType::f16)
+    return V::round_f16(v);
+  else if constexpr (kDt == DType::bf16)
+    return V::round_bf16(v);
+  else
+    return v;
+}
+
+template <DType kDt>
+inline void store_dense(void* out, int64_t i, F v) {
+  if constexpr (kDt == DType::f32)
+    V::store(static_cast<float*>(out) + i, v);
+  else if constexpr (kDt == DType::f16)
+    V::store_f16(static_cast<uint16_t*>(out) + i, v);
+  else
+    V::store_bf16(static_cast<uint16_t*>(out) + i, v);
+}
+
+// The first cnt (< W) lanes only: fp8 rows end anywhere.
+template <DType kDt>
+inline void store_dense_n(void* out, int64_t i, F v, int cnt) {
+  if constexpr (kDt == DType::f32) {
+    V::store_n(static_cast<float*>(out) + i, v, cnt);
+  } else {
+    alignas(64) uint16_t h[W];
+    store_dense<kDt>(h, 0, v);
+    std::memcpy(static_cast<uint16_t*>(out) + i, h, static_cast<std::size_t>(cnt) * 2);
+  }
+}
+
+template <Val kVal, int B, Sc kSc, DType kDt>
+inline void dequantize_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, void* out) {
+  const int64_t K = w.k;
+  for (int64_t n = n0; n < n0 + rows; ++n) {
+    const uint8_t* row = row_ptr(w, n);
+    const int64_t base = n * K;
+    if constexpr (kSc == Sc::f32) {
+      float s;
+      std::memcpy(&s, w.scales + (w.granularity == Granularity::channel ? n * 4 : 0), 4);
+      const F sv = V::set1(s);
+      int64_t e = 0;
+      for (; e + W <= K; e += W)
+        store_dense<kDt>(out, base + e, V::mul(natural<kVal, B>(row, e), sv));
+      if (e < K)
+        store_dense_n<kDt>(out, base + e, V::mul(natural<kVal, B>(row, e), sv),
+                           static_cast<int>(K - e));
+      continue;
+    }
+    const int64_t G = w.group, ng = K / G;
+    const F global = V::set1(w.global);
+    for (int64_t g = 0; g < ng; ++g) {
+      F s, b = V::zero();
+      if constexpr (kSc == Sc::affine) {
+        const int sz = sd_size(w.scale_dtype);
+        s = V::set1(sd_1(w.scales + (n * ng + g) * sz, w.scale_dtype));
+        b = V::set1(sd_1(w.biases + (n * ng + g) * sz, w.scale_dtype));
+      } else if constexpr (kSc == Sc::e8m0) {
+        s = V::set1(e8m0_1(w.scales[n * ng + g]));
+      } else {
+        s = V::set1(e4m3_1(w.scales[n * ng + g]));
+      }
+      for (int64_t e = g * G; e < (g + 1) * G; e += W) {
+        F t = V::mul(natural<kVal, B>(row, e), s);
+        V::opaque(t);
+        t = round_to<kDt>(t);
+        if constexpr (kSc == Sc::affine)
+          t = round_to<kDt>(V::add(t, b));
+        else
+          t = V::mul(t, global);
+        store_dense<kDt>(out, base + e, t);
+      }
+    }
+  }
+}
+
+inline void dequantize_nk(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt) {
+  with_packed(w, [&]<Val kVal, int B, Sc kSc>() {
+    switch (dt) {
+      case DType::f32:
+        return dequantize_nk_rows<kVal, B, kSc, DType::f32>(w, n0, rows, out);
+      case DType::f16:
+        return dequantize_nk_rows<kVal, B, kSc, DType::f16>(w, n0, rows, out);
+      case DType::bf16:
+        return dequantize_nk_rows<kVal, B, kSc, DType::bf16>(w, n0, rows, out);
+    }
+  });
+}
+
+}  // namespace quanta::cpu::QUANTA_ISA
