@@ -32,9 +32,17 @@ int64_t fused_max_rows(const Format& f, Layout layout);
 int64_t packed_min_rows(const Format& f, Layout layout, Isa isa);
 void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                  MatrixView y, const Context& ctx, Isa isa, Path path);
-// W [N, K] of every format but the GGUF blocks (those stay on dequantize_generic, whose block
-// decoders are already fast): bit-exact with dequantize_generic.
+// W [N, K] of the packed formats and of the GGUF blocks in dequantize_simd_exact: bit-exact
+// with dequantize_generic.
 void dequantize_simd(const QuantizedMatrix& w, MatrixView out, const Context& ctx, Isa isa);
+// The GGUF blocks whose SIMD decode (one FMA, d · q - m) equals the codec bit for bit: their
+// products d · q (d · sc · q) are exact in f32, so one rounding is all either side makes. Not
+// q6_K and q3_K (products of 25+ bits, rounded in a different order), nor q4_0 and q5_0 (an
+// infinite d gives NaN through the FMA where the codec's d · (q - 8) gives the infinity).
+inline bool dequantize_simd_exact(Scheme s) {
+  return s == Scheme::q4_1 || s == Scheme::q5_1 || s == Scheme::q8_0 || s == Scheme::q2_K ||
+         s == Scheme::q4_K || s == Scheme::q5_K;
+}
 
 struct IsaKernels;
 const IsaKernels& isa_kernels(Isa isa);

@@ -49,8 +49,9 @@ template <Isa kIsa>
 std::string supports_dequantize(const Problem& p) {
   std::string why = supports_isa<kIsa>(p);
   if (why.empty() && p.layout != Layout::nk) why = "the [N, K] layout only";
-  if (why.empty() && p.format.info().family == Family::gguf)
-    why = "GGUF blocks: dequantize_generic's block decoders";
+  if (why.empty() && p.format.info().family == Family::gguf &&
+      !dequantize_simd_exact(p.format.scheme))
+    why = "q4_0, q5_0, q3_K, q6_K: their SIMD decode is not bit-exact (dequantize_simd_exact)";
   return why;
 }
 
@@ -76,7 +77,7 @@ const KernelEntry kTable[] = {
   {"gather_qmm_scalar",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kSc>,   simd<kSc, kGemv>,    nullptr,            "MoE, portable one-lane engine"},
   {"matmul_generic",           Op::matmul,         Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: every format and layout"},
   {"gather_matmul_generic",    Op::gather_matmul,  Location::host, 1, kAnyM,    nullptr,             matmul_generic,      nullptr,            "portable fallback: rows grouped by expert"},
-  {"dequantize_avx512",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA512>, nullptr,     dequantize_isa<kA512>, "[N, K], packed formats: a group's codes in 16 lanes, scale * q and + bias each rounded to the output dtype as the codec does (no FMA), threads over rows; bit-exact with dequantize_generic"},
+  {"dequantize_avx512",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA512>, nullptr,     dequantize_isa<kA512>, "[N, K], packed formats and the GGUF blocks of dequantize_simd_exact: a group's codes in 16 lanes, scale * q and + bias each rounded to the output dtype as the codec does (no FMA), threads over rows; bit-exact with dequantize_generic"},
   {"dequantize_avx2",          Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA2>,   nullptr,     dequantize_isa<kA2>,   "the same on AVX2 (8 lanes)"},
   {"dequantize_scalar",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kSc>,   nullptr,     dequantize_isa<kSc>,   "the same, portable one-lane engine"},
   {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding (the codec); GGUF blocks, [K, N] and the fallback"},

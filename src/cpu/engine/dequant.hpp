@@ -88,7 +88,39 @@ inline void dequantize_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, vo
   }
 }
 
+// GGUF blocks: the tile decoder's values (gguf.hpp, d * q - m as one FMA, which for the block
+// types routed here equals the codec's single rounding: cpu::dequantize_simd_exact), then
+// stored in kDt.
+template <class T, DType kDt>
+inline void dequantize_gguf_rows(const WeightPlan& w, int64_t n0, int64_t rows, void* out) {
+  constexpr int64_t kChunk = 1024;  // a multiple of every block (32, 256)
+  alignas(64) float buf[kChunk];
+  for (int64_t n = n0; n < n0 + rows; ++n) {
+    for (int64_t k0 = 0; k0 < w.k; k0 += kChunk) {
+      const int64_t kc = imin(kChunk, w.k - k0);
+      float* dst = kDt == DType::f32 ? static_cast<float*>(out) + n * w.k + k0 : buf;
+      gguf::decode_row<T>(w, n, k0, kc, dst);
+      if constexpr (kDt != DType::f32)
+        for (int64_t e = 0; e < kc; e += W)
+          store_dense<kDt>(out, n * w.k + k0 + e, V::load(buf + e));
+    }
+  }
+}
+
 inline void dequantize_nk(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt) {
+  if (is_gguf(w.scheme)) {
+    gguf::with_block(w.scheme, [&]<class T>() {
+      switch (dt) {
+        case DType::f32:
+          return dequantize_gguf_rows<T, DType::f32>(w, n0, rows, out);
+        case DType::f16:
+          return dequantize_gguf_rows<T, DType::f16>(w, n0, rows, out);
+        case DType::bf16:
+          return dequantize_gguf_rows<T, DType::bf16>(w, n0, rows, out);
+      }
+    });
+    return;
+  }
   with_packed(w, [&]<Val kVal, int B, Sc kSc>() {
     switch (dt) {
       case DType::f32:
