@@ -127,6 +127,8 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
+  // QUANTA_QMV_I8_CONTIG=0/1 forces interleaved / contiguous steps per warp (tuning runs).
+  if (const char* e = std::getenv("QUANTA_QMV_I8_CONTIG")) a.contiguous = std::atoi(e) != 0;
   // Warps per block: 0, the launcher picks from the instance's occupancy (i8_one_wave_warps),
   // unless QUANTA_QMV_I8_WARPS says. Against the doubling rule (i8_warps_for) that was 0.98-1.39x
   // for 2/4/8 bits at M = 2 (median 1.10x) and 0.97-1.23x for 3/5/6 bits at M = 1 and 2 (1.05-1.23x

@@ -61,6 +61,9 @@ struct I8Args {
   float2* gx;          // [K/G]: (d_g, X_g), written by the pre-pass
   int32_t m, n, k;     // m <= MT rows of x; the planes and (d, X) are per row of x
   int64_t row_bytes;
+  // How the warps share K's steps: 0 interleaved (warp w takes w, w + warps, ...), 1 a
+  // contiguous range each, -1 the launcher decides (i8_contiguous_steps).
+  int32_t contiguous = -1;
 };
 // Geometry of one (bits, group) instance.
 template <int BITS, int G>
@@ -247,6 +250,14 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
   return fallback;
 }
 
+// Whether a block's warps take contiguous ranges of K's steps rather than interleaved ones: with
+// 8 warps and at least 3 steps each. H200, M = 1 and 2, f16, 2-8 bits (docs/PERF.md): 1.01-1.14x
+// on 4096x14336, 4096x11008 and 2048x8192 (int4 g64 4096x14336 14.1 -> 13.5 us); with fewer
+// warps or steps it was 0.93-1.02x.
+inline bool i8_contiguous_steps(int warps, int steps) {
+  return warps >= kI8MaxWarps && steps >= 3 * warps;
+}
+
 // Blocks of w = 1..8 warps of `kernel` resident per multiprocessor (blocks_per_sm[w - 1]), with
 // smem_per_warp bytes of dynamic shared memory per warp, and the multiprocessor count. Launchers
 // keep one per kernel instance (a static: queried once per process).
@@ -284,7 +295,12 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const int g = lane >> 2, q = lane & 3;
   const int row0 = static_cast<int>(blockIdx.x) * kI8Rows;
   const int r_lo = min(row0 + g, a.n - 1), r_hi = min(row0 + g + 8, a.n - 1);  // past N: not stored
-  const int groups = a.k / G, steps = groups / 4;
+  const int groups = a.k / G, all_steps = groups / 4;
+  // Warp w takes steps w, w + warps, ... or, contiguous, [w·per, (w+1)·per) one after another.
+  const int per = (all_steps + warps - 1) / warps;
+  const int first = a.contiguous ? min(all_steps, warp * per) : warp;
+  const int stride = a.contiguous ? 1 : warps;
+  const int steps = a.contiguous ? min(all_steps, first + per) : all_steps;
   // B: lane (2q, q) feeds plane h and (2q+1, q) plane l of its own group; others feed zeros.
   const bool b_lane = (g >> 1) == q;
   const int plane = g & 1;
@@ -316,9 +332,9 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   };
 #pragma unroll
   for (int u = 0; u < DS; ++u) {
-    load_sb(warp + u * warps, ring_sb[u]);
+    load_sb(first + u * stride, ring_sb[u]);
 #pragma unroll
-    for (int p = 0; p < P; ++p) load_piece(warp + u * warps, p, ring_lo[u][p], ring_hi[u][p]);
+    for (int p = 0; p < P; ++p) load_piece(first + u * stride, p, ring_lo[u][p], ring_hi[u][p]);
   }
 
   grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
@@ -327,15 +343,15 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const uint32_t* planes = a.planes;
   const float2* gx = a.gx;
   float acc_lo[MT] = {}, acc_hi[MT] = {};
-  for (int s0 = warp; s0 < steps; s0 += DS * warps) {
+  for (int s0 = first; s0 < steps; s0 += DS * stride) {
 #pragma unroll
     for (int u = 0; u < DS; ++u) {
-      const int s = s0 + u * warps;
+      const int s = s0 + u * stride;
       if (s >= steps) break;  // uniform across the warp
       const int grp = 4 * s + q;
       const float sl = to_f32(ring_sb[u][0]), bl = to_f32(ring_sb[u][1]);
       const float sh = to_f32(ring_sb[u][2]), bh = to_f32(ring_sb[u][3]);
-      load_sb(s + DS * warps, ring_sb[u]);  // refill, DS steps ahead
+      load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
       const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
       int c[MT][4] = {};
 #pragma unroll
@@ -368,7 +384,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
             imma_16832(c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1], a_hi[2 * j + 1], bw[2 * j],
                        bw[2 * j + 1]);
         }
-        load_piece(s + DS * warps, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
+        load_piece(s + DS * stride, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
       }
       // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
 #pragma unroll
@@ -436,7 +452,9 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, qmv_affine_i8_kernel<T, BITS, G, MT>, a);
+  I8Args b = a;
+  if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, a.k / G / 4) ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, qmv_affine_i8_kernel<T, BITS, G, MT>, b);
 }
 
 }  // namespace quanta::cuda

@@ -100,18 +100,26 @@ TEST_P(CudaAffine, RegisterDirectQmv) {
 // inside their bounds.
 TEST_P(CudaAffine, IntegerMmaQmv) {
   const auto [bits, group] = GetParam();
-  for (DType t : {DType::f16, DType::bf16}) {
-    // K multiples of 4 groups of 128: one step, several, and an odd count per warp.
-    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
-      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 13);
-      const QuantizedMatrix w = to_device(hw);
-      for (int64_t m : {1, 2}) {
-        const auto a = run_check(hw, w, t, m, "qmv_affine_i8", 14);
-        const auto b = run_check(hw, w, t, m, "qmv_affine_i8", 14);
-        EXPECT_EQ(a, b) << "qmv_affine_i8 result changed between runs (M = " << m << ")";
+  // The launcher's choice of how warps share K's steps, then each forced: interleaved and
+  // contiguous ranges (with warps left without steps where K is short).
+  for (const char* contig : {"", "0", "1"}) {
+    if (*contig) ::setenv("QUANTA_QMV_I8_CONTIG", contig, 1);
+    for (DType t : {DType::f16, DType::bf16}) {
+      // K multiples of 4 groups of 128: one step, several, and an odd count per warp.
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{40, 512}, {264, 2048}, {17, 4608}}) {
+        const QuantizedMatrix hw =
+            host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 13);
+        const QuantizedMatrix w = to_device(hw);
+        for (int64_t m : {1, 2}) {
+          const auto a = run_check(hw, w, t, m, "qmv_affine_i8", 14);
+          const auto b = run_check(hw, w, t, m, "qmv_affine_i8", 14);
+          EXPECT_EQ(a, b) << "qmv_affine_i8 result changed between runs (M = " << m
+                          << ", QUANTA_QMV_I8_CONTIG=" << contig << ")";
+        }
       }
     }
   }
+  ::unsetenv("QUANTA_QMV_I8_CONTIG");
 }
 
 // The integer-mma kernel for M = 3..16 (rows of x as mma columns; 1, 2 or 4 column tiles, M = 9
