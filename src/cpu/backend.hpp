@@ -35,13 +35,13 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* exp
 // W [N, K] of the packed formats and of the GGUF blocks in dequantize_simd_exact: bit-exact
 // with dequantize_generic.
 void dequantize_simd(const QuantizedMatrix& w, MatrixView out, const Context& ctx, Isa isa);
-// The GGUF blocks whose SIMD decode (one FMA, d · q - m) equals the codec bit for bit: their
-// products d · q (d · sc · q) are exact in f32, so one rounding is all either side makes. Not
-// q6_K and q3_K (products of 25+ bits, rounded in a different order), nor q4_0 and q5_0 (an
-// infinite d gives NaN through the FMA where the codec's d · (q - 8) gives the infinity).
+// The GGUF blocks whose SIMD decode equals the codec bit for bit: q4_0 and q5_0 as the codec's
+// (q - 8) · d and (q - 16) · d; the others' products d · q (d · sc · q) are exact in f32, so the
+// tile decoder's one FMA (d · q - m) rounds once as the codec does. Not q6_K and q3_K (products
+// of 25+ bits, rounded in a different order).
 inline bool dequantize_simd_exact(Scheme s) {
-  return s == Scheme::q4_1 || s == Scheme::q5_1 || s == Scheme::q8_0 || s == Scheme::q2_K ||
-         s == Scheme::q4_K || s == Scheme::q5_K;
+  return s == Scheme::q4_0 || s == Scheme::q5_0 || s == Scheme::q4_1 || s == Scheme::q5_1 ||
+         s == Scheme::q8_0 || s == Scheme::q2_K || s == Scheme::q4_K || s == Scheme::q5_K;
 }
 
 struct IsaKernels;

@@ -51,7 +51,7 @@ std::string supports_dequantize(const Problem& p) {
   if (why.empty() && p.layout != Layout::nk) why = "the [N, K] layout only";
   if (why.empty() && p.format.info().family == Family::gguf &&
       !dequantize_simd_exact(p.format.scheme))
-    why = "q4_0, q5_0, q3_K, q6_K: their SIMD decode is not bit-exact (dequantize_simd_exact)";
+    why = "q3_K, q6_K: their SIMD decode is not bit-exact (dequantize_simd_exact)";
   return why;
 }
 

@@ -7,7 +7,10 @@
 // roundings into one: the results equal dequantize_generic's bit for bit (tests/test_cpu_*).
 #pragma once
 
-#include "cpu/engine/tile.hpp"  // with_packed
+#include <type_traits>
+
+#include "cpu/engine/gguf_dot.hpp"  // nib_minus16
+#include "cpu/engine/tile.hpp"      // with_packed
 
 namespace quanta::cpu::QUANTA_ISA {
 
@@ -88,18 +91,48 @@ inline void dequantize_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, vo
   }
 }
 
-// GGUF blocks: the tile decoder's values (gguf.hpp, d * q - m as one FMA, which for the block
-// types routed here equals the codec's single rounding: cpu::dequantize_simd_exact), then
-// stored in kDt.
+// q4_0 / q5_0 blocks as the codec computes them, (q - 8) · d and (q - 16) · d: one product, so
+// an infinite d gives the infinity where the tile decoder's FMA form (q · d - 8d) gives NaN.
+template <bool kFive>
+inline void decode_q40_q50_block(const uint8_t* b, float* out) {
+  const F d = V::half_bcast(b);
+  const uint32_t qh = kFive ? gguf::u32_at(b + 2) : 0;  // q5_0: d, qh[4], qs[16]; q4_0: d, qs[16]
+  const F sixteen = V::set1(16.0f);
+  for (int j = 0; j < 16; j += W) {
+    const I raw = V::u8(b + (kFive ? 6 : 2) + j);
+    F lo, hi;
+    if constexpr (kFive) {
+      lo = V::add(gguf::nib_minus16(raw), V::select_bits(qh >> j, sixteen));
+      hi = V::add(gguf::nib_minus16(V::template shr<4>(raw)),
+                  V::select_bits(qh >> (16 + j), sixteen));
+    } else {
+      lo = gguf::nib_minus8(raw);
+      hi = gguf::nib_minus8(V::template shr<4>(raw));
+    }
+    V::store(out + j, V::mul(lo, d));
+    V::store(out + 16 + j, V::mul(hi, d));
+  }
+}
+
+// GGUF blocks: q4_0 / q5_0 as above; the others the tile decoder's values (gguf.hpp, d · q - m
+// as one FMA, which for the block types routed here equals the codec's single rounding:
+// cpu::dequantize_simd_exact). Then stored in kDt.
 template <class T, DType kDt>
 inline void dequantize_gguf_rows(const WeightPlan& w, int64_t n0, int64_t rows, void* out) {
   constexpr int64_t kChunk = 1024;  // a multiple of every block (32, 256)
+  constexpr bool kQ40 = std::is_same_v<T, gguf::Q4_0>, kQ50 = std::is_same_v<T, gguf::Q5<false>>;
   alignas(64) float buf[kChunk];
   for (int64_t n = n0; n < n0 + rows; ++n) {
     for (int64_t k0 = 0; k0 < w.k; k0 += kChunk) {
       const int64_t kc = imin(kChunk, w.k - k0);
       float* dst = kDt == DType::f32 ? static_cast<float*>(out) + n * w.k + k0 : buf;
-      gguf::decode_row<T>(w, n, k0, kc, dst);
+      if constexpr (kQ40 || kQ50) {
+        const uint8_t* row = row_ptr(w, n);
+        for (int64_t blk = k0 / T::kElems; blk < (k0 + kc) / T::kElems; ++blk)
+          decode_q40_q50_block<kQ50>(row + blk * T::kBytes, dst + blk * T::kElems - k0);
+      } else {
+        gguf::decode_row<T>(w, n, k0, kc, dst);
+      }
       if constexpr (kDt != DType::f32)
         for (int64_t e = 0; e < kc; e += W)
           store_dense<kDt>(out, n * w.k + k0 + e, V::load(buf + e));
