@@ -111,8 +111,8 @@ TEST_P(OpsEveryFormat, DequantizeStackEqualsEachExpert) {
         Dense one(t, 24, 256);
         one.poison();
         dequantize(w.expert(e), one.mut());
-        EXPECT_EQ(0, std::memcmp(all.bytes.data() + e * expert_bytes, one.bytes.data(),
-                                 expert_bytes))
+        EXPECT_EQ(0,
+                  std::memcmp(all.bytes.data() + e * expert_bytes, one.bytes.data(), expert_bytes))
             << w.describe() << " -> " << dtype_name(t) << ": expert " << e << ", " << threads
             << " threads";
       }

@@ -71,6 +71,14 @@ float max_scalar(const float* p, std::size_t n) {
   return m;
 }
 
+using Fold = float (*)(const float*, std::size_t);
+
+// The widest fold the CPU runs, with software-prefetch choice kPf.
+template <int kPf>
+Fold fold_for(const cpu::CpuFeatures& f) {
+  return f.avx512f ? max_avx512<kPf> : f.avx2 ? max_avx2<kPf> : max_scalar<kPf>;
+}
+
 }  // namespace
 
 RoofBuffer::RoofBuffer(std::size_t bytes) : n_(bytes / sizeof(float) / 1024 * 1024) {
@@ -89,18 +97,7 @@ RoofResult read_roof(std::size_t bytes, int threads, int reps, const RoofBuffer&
   const std::size_t n = std::min(bytes / sizeof(float) / 1024 * 1024, rb.floats());
   const float* buf = rb.data();
   const cpu::CpuFeatures& f = cpu::cpu_features();
-  using Fold = float (*)(const float*, std::size_t);
-  const Fold folds[3] = {
-      f.avx512f ? max_avx512<0>
-      : f.avx2  ? max_avx2<0>
-                : max_scalar<0>,
-      f.avx512f ? max_avx512<1>
-      : f.avx2  ? max_avx2<1>
-                : max_scalar<1>,
-      f.avx512f ? max_avx512<2>
-      : f.avx2  ? max_avx2<2>
-                : max_scalar<2>,
-  };
+  const Fold folds[3] = {fold_for<0>(f), fold_for<1>(f), fold_for<2>(f)};
   std::vector<double> gbs;
   volatile float sink = 0;
   for (int r = 0; r < reps; ++r) {

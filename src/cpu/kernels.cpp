@@ -44,7 +44,8 @@ void simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids, Matri
   matmul_simd(x, w, ids, y, ctx, kIsa, kPath);
 }
 
-// The SIMD dequantize: W [N, K], the packed formats (GGUF blocks stay on dequantize_generic).
+// The SIMD dequantize: W [N, K], the packed formats and the GGUF blocks of
+// dequantize_simd_exact (q3_K, q6_K and [K, N] stay on dequantize_generic).
 template <Isa kIsa>
 std::string supports_dequantize(const Problem& p) {
   std::string why = supports_isa<kIsa>(p);
@@ -80,7 +81,7 @@ const KernelEntry kTable[] = {
   {"dequantize_avx512",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA512>, nullptr,     dequantize_isa<kA512>, "[N, K], packed formats and the GGUF blocks of dequantize_simd_exact: a group's codes in 16 lanes, scale * q and + bias each rounded to the output dtype as the codec does (no FMA), threads over rows; bit-exact with dequantize_generic"},
   {"dequantize_avx2",          Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kA2>,   nullptr,     dequantize_isa<kA2>,   "the same on AVX2 (8 lanes)"},
   {"dequantize_scalar",        Op::dequantize,     Location::host, 0, 0,        supports_dequantize<kSc>,   nullptr,     dequantize_isa<kSc>,   "the same, portable one-lane engine"},
-  {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding (the codec); GGUF blocks, [K, N] and the fallback"},
+  {"dequantize_generic",       Op::dequantize,     Location::host, 0, 0,        nullptr,             nullptr,             dequantize_generic, "decode rows with the owner's rounding (the codec); q3_K, q6_K, [K, N] and the fallback"},
 };
 // clang-format on
 }  // namespace

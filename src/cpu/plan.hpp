@@ -95,8 +95,9 @@ struct IsaKernels {
                   float* scratch, float* packed);
   void (*gemm_packed)(const float* x, int64_t ldx, int64_t m, const float* p, int64_t nt,
                       int64_t kc, float* c, int64_t ldc, bool accumulate);
-  // Dequantize, W [N, K] (not GGUF): storage rows [n0, n0 + rows) into out (dt, row stride K),
-  // bit-exact with the codec (engine/dequant.hpp).
+  // Dequantize, W [N, K] (packed formats, GGUF blocks of cpu::dequantize_simd_exact): storage
+  // rows [n0, n0 + rows) into out (dt, row stride K), bit-exact with the codec
+  // (engine/dequant.hpp).
   void (*dequantize_nk)(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt);
   int vector_width;       // floats per vector (tile padding)
   int pack_cols;          // rows of W per packed panel

@@ -232,17 +232,17 @@ inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
   return std::min(w, std::max(1, steps));
 }
 
-// Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy (blocks_per_sm[w
-// - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at most one per step,
-// with which every block is resident at once (one wave); where no count >= 2 does, `fallback`
-// (qmv_affine_i8: 8 if K has at least 32 steps, 4+ per warp: fine waves beat one wave of 1-warp
-// blocks that leaves half the SMs' warp slots empty, 4-bit g32 on 27648 x 5120: 33.8 us against
-// 44.2; else 1). H200, 2/4/8
-// bits x g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120, counts 1/2/4/8 only: the best of
-// them on 25 of 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule
-// where the counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md). Counts
-// between the powers of two (Dec 1): int4 g64 on 5120 x 14336 takes 5 (3 blocks, 15 warps per
-// SM, where 4 left 9.7 on average and 6 did not fit): 1.11x (docs/PERF.md).
+// Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy
+// (blocks_per_sm[w - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at
+// most one per step, with which every block is resident at once (one wave); where no count >= 2
+// does, `fallback` (qmv_affine_i8: 8 if K has at least 32 steps, 4+ per warp: fine waves beat one
+// wave of 1-warp blocks that leaves half the SMs' warp slots empty, 4-bit g32 on 27648 x 5120:
+// 33.8 us against 44.2; else 1). H200, 2/4/8 bits x g32/64/128 on 14336x5120 / 5120x14336 /
+// 27648x5120, counts 1/2/4/8 only: the best of them on 25 of 27 cells and within 6% on the
+// others; 1.04-1.60x faster than the doubling rule where the counts differ (2-bit g32, 4-bit g32
+// most; docs/perf-cuda-i8-widths.md). Counts between the powers of two (Dec 1): int4 g64 on
+// 5120 x 14336 takes 5 (3 blocks, 15 warps per SM, where 4 left 9.7 on average and 6 did not
+// fit): 1.11x (docs/PERF.md).
 inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
                              int fallback) {
   for (int w = kI8MaxWarps; w >= 2; --w)
@@ -252,7 +252,7 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
 
 // Whether a block's warps take contiguous ranges of K's steps rather than interleaved ones: with
 // 8 warps and at least 3 steps each. H200, M = 1 and 2, f16, 2-8 bits (docs/PERF.md): 1.01-1.14x
-// on 4096x14336, 4096x11008 and 2048x8192 (int4 g64 4096x14336 14.1 -> 13.5 us); with fewer
+// on 4096x14336, 4096x11008 and 2048x8192 (int4 g64 4096x14336 f16 14.0 -> 12.4 us); with fewer
 // warps or steps it was 0.93-1.02x.
 inline bool i8_contiguous_steps(int warps, int steps) {
   return warps >= kI8MaxWarps && steps >= 3 * warps;
@@ -430,12 +430,11 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 // warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process).
 template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
-  const int tiles = (a.n + kI8Rows - 1) / kI8Rows;
+  const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / G / 4;
   if (warps == 0) {
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, G, MT>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    const int steps = a.k / G / 4;
     warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, steps >= 32 ? 8 : 1);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
@@ -453,7 +452,7 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   I8Args b = a;
-  if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, a.k / G / 4) ? 1 : 0;
+  if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, qmv_affine_i8_kernel<T, BITS, G, MT>, b);
 }
 

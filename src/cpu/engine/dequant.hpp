@@ -3,8 +3,9 @@
 //   affine       scale · q rounded to kDt, plus bias, rounded to kDt (MLX)
 //   microscaled  q · scale rounded to kDt, times nvfp4's global scale
 //   fp8          q · scale
-// then stored in kDt. A multiply feeding an add is kept opaque, so no FMA merges their two
-// roundings into one: the results equal dequantize_generic's bit for bit (tests/test_cpu_*).
+// then stored in kDt; the GGUF blocks of cpu::dequantize_simd_exact as the codec decodes them
+// (below). A multiply feeding an add is kept opaque, so no FMA merges their two roundings into
+// one: the results equal dequantize_generic's bit for bit (tests/test_cpu_kernels.cpp).
 #pragma once
 
 #include <type_traits>
@@ -64,19 +65,12 @@ inline void dequantize_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, vo
                            static_cast<int>(K - e));
       continue;
     }
-    const int64_t G = w.group, ng = K / G;
+    const int64_t G = w.group;
     const F global = V::set1(w.global);
-    for (int64_t g = 0; g < ng; ++g) {
-      F s, b = V::zero();
-      if constexpr (kSc == Sc::affine) {
-        const int sz = sd_size(w.scale_dtype);
-        s = V::set1(sd_1(w.scales + (n * ng + g) * sz, w.scale_dtype));
-        b = V::set1(sd_1(w.biases + (n * ng + g) * sz, w.scale_dtype));
-      } else if constexpr (kSc == Sc::e8m0) {
-        s = V::set1(e8m0_1(w.scales[n * ng + g]));
-      } else {
-        s = V::set1(e4m3_1(w.scales[n * ng + g]));
-      }
+    for (int64_t g = 0; g < K / G; ++g) {
+      float sg, bg;
+      group_scale<kSc>(w, n, g, sg, bg);
+      const F s = V::set1(sg), b = V::set1(bg);
       for (int64_t e = g * G; e < (g + 1) * G; e += W) {
         F t = V::mul(natural<kVal, B>(row, e), s);
         V::opaque(t);
@@ -140,29 +134,28 @@ inline void dequantize_gguf_rows(const WeightPlan& w, int64_t n0, int64_t rows, 
   }
 }
 
+// fn.template operator()<kDt>() for the run-time dtype.
+template <class Fn>
+inline void with_dtype(DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::f32:
+      return fn.template operator()<DType::f32>();
+    case DType::f16:
+      return fn.template operator()<DType::f16>();
+    case DType::bf16:
+      return fn.template operator()<DType::bf16>();
+  }
+}
+
 inline void dequantize_nk(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt) {
   if (is_gguf(w.scheme)) {
     gguf::with_block(w.scheme, [&]<class T>() {
-      switch (dt) {
-        case DType::f32:
-          return dequantize_gguf_rows<T, DType::f32>(w, n0, rows, out);
-        case DType::f16:
-          return dequantize_gguf_rows<T, DType::f16>(w, n0, rows, out);
-        case DType::bf16:
-          return dequantize_gguf_rows<T, DType::bf16>(w, n0, rows, out);
-      }
+      with_dtype(dt, [&]<DType kDt>() { dequantize_gguf_rows<T, kDt>(w, n0, rows, out); });
     });
     return;
   }
   with_packed(w, [&]<Val kVal, int B, Sc kSc>() {
-    switch (dt) {
-      case DType::f32:
-        return dequantize_nk_rows<kVal, B, kSc, DType::f32>(w, n0, rows, out);
-      case DType::f16:
-        return dequantize_nk_rows<kVal, B, kSc, DType::f16>(w, n0, rows, out);
-      case DType::bf16:
-        return dequantize_nk_rows<kVal, B, kSc, DType::bf16>(w, n0, rows, out);
-    }
+    with_dtype(dt, [&]<DType kDt>() { dequantize_nk_rows<kVal, B, kSc, kDt>(w, n0, rows, out); });
   });
 }
 

@@ -15,6 +15,23 @@ namespace quanta::cpu::QUANTA_ISA {
 
 // ---- decode ----
 
+// The scale (and, affine, the bias) of group g of storage row n of W [N, K], as f32; nvfp4's
+// global scale is the caller's.
+template <Sc kSc>
+inline void group_scale(const WeightPlan& w, int64_t n, int64_t g, float& s, float& b) {
+  const int64_t i = n * (w.k / w.group) + g;
+  b = 0.0f;
+  if constexpr (kSc == Sc::affine) {
+    const int sz = sd_size(w.scale_dtype);
+    s = sd_1(w.scales + i * sz, w.scale_dtype);
+    b = sd_1(w.biases + i * sz, w.scale_dtype);
+  } else if constexpr (kSc == Sc::e8m0) {
+    s = e8m0_1(w.scales[i]);
+  } else {
+    s = e4m3_1(w.scales[i]);
+  }
+}
+
 template <Val kVal, int B, Sc kSc>
 inline void decode_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
                            float* tile, int64_t ld) {
@@ -36,18 +53,10 @@ inline void decode_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, int64_
       }
       for (; e < ld; e += W) V::store(out + e, V::zero());
     } else {
-      const int64_t ng = w.k / G;
       for (int64_t g = k0 / G; g < (k0 + kc) / G; ++g) {
-        F s, b = V::zero();
-        if constexpr (kSc == Sc::affine) {
-          const int sz = sd_size(w.scale_dtype);
-          s = V::set1(sd_1(w.scales + (n * ng + g) * sz, w.scale_dtype));
-          b = V::set1(sd_1(w.biases + (n * ng + g) * sz, w.scale_dtype));
-        } else if constexpr (kSc == Sc::e8m0) {
-          s = V::set1(e8m0_1(w.scales[n * ng + g]));
-        } else {
-          s = V::set1(e4m3_1(w.scales[n * ng + g]) * w.global);
-        }
+        float sg, bg;
+        group_scale<kSc>(w, n, g, sg, bg);
+        const F s = V::set1(kSc == Sc::e4m3 ? sg * w.global : sg), b = V::set1(bg);
         for (int64_t e = g * G; e < (g + 1) * G; e += W) {
           const F q = natural<kVal, B>(row, e);
           V::store(out + e - k0, kSc == Sc::affine ? V::fma(q, s, b) : V::mul(q, s));

@@ -73,11 +73,13 @@ struct V {
   static I bf16_bits_hi(F v) {  // the bf16 nearest each lane, in the lane's high half
     const I x = _mm256_castps_si256(v);
     const I odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    const I r = _mm256_and_si256(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)),
-                                 _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    const I r =
+        _mm256_and_si256(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)),
+                         _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
     const I nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
                                      _mm256_set1_epi32(0x7f800000));
-    const I q = _mm256_slli_epi32(_mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40)), 16);
+    const I q =
+        _mm256_slli_epi32(_mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40)), 16);
     return _mm256_blendv_epi8(r, q, nan);
   }
   static F round_bf16(F v) { return _mm256_castsi256_ps(bf16_bits_hi(v)); }

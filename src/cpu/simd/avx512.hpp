@@ -85,11 +85,13 @@ struct V {
   static I bf16_bits_hi(F v) {
     const I x = _mm512_castps_si512(v);
     const I odd = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    const I r = _mm512_and_si512(_mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)),
-                                 _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+    const I r =
+        _mm512_and_si512(_mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)),
+                         _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
     const __mmask16 nan = _mm512_cmpgt_epi32_mask(
         _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    const I q = _mm512_slli_epi32(_mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)), 16);
+    const I q =
+        _mm512_slli_epi32(_mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)), 16);
     return _mm512_mask_blend_epi32(nan, r, q);
   }
   static F round_bf16(F v) { return _mm512_castsi512_ps(bf16_bits_hi(v)); }
