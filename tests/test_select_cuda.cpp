@@ -95,7 +95,7 @@ TEST_F(SelectCuda, IntegerMmaFourTiles) {
 
 // The other widths run the register-fed kernel where it measured faster (qmm_affine_rf.cu,
 // docs/PERF.md): 2-bit M = 5..8; 3-bit M = 5..8 (g64 5..7, g128 left to qmm_affine_i8); 6-bit
-// g32 M = 5..32, g64 M = 8 and 24..32; 8-bit M = 5..24 (g32 to 32; bf16 g64 M <= 8 left to
+// g32 M = 5..32, g64 M = 8 and 24..32; 8-bit M = 5..23 (g32 to 32; bf16 g64 M <= 8 left to
 // qmm_affine_i8). 5-bit never. And 2-bit M = 24..32 run qmm_affine_tc, not qmm_affine_wgmma.
 TEST_F(SelectCuda, RegisterFedOtherWidths) {
   for (DType t : {DType::f16, DType::bf16})
@@ -111,7 +111,7 @@ TEST_F(SelectCuda, RegisterFedOtherWidths) {
             case 6:
               return g == 32 || (g == 64 && (m == 8 || m >= 24));
             case 8:
-              return (m <= 24 || g == 32) && !(t == DType::bf16 && g == 64 && m <= 8);
+              return (m < 24 || g == 32) && !(t == DType::bf16 && g == 64 && m <= 8);
             default:
               return false;
           }

@@ -44,10 +44,10 @@ std::string rf_slower_here(const Problem& p) {
         return "6-bit groups of 64 at M = 5..7 and 9..23: qmm_affine_i8 (M <= 7, 1.00x) and "
                "qmm_affine_tc (M = 9..16 0.97-1.04x) are as fast (H200)";
       return {};
-    case 8:  // 1.13-2.06x qmm_affine_i8 / qmm_affine_tc at M = 5..20, 0.98-1.15x wgmma at M = 24
-      if (m > 24 && g != 32)
-        return "8-bit M > 24 (groups of 64k): qmm_affine_wgmma is as fast (H200 M = 32 "
-               "0.93-1.04x)";
+    case 8:  // 1.13-2.06x qmm_affine_i8 / qmm_affine_tc at M = 5..20
+      if (m >= 24 && g != 32)
+        return "8-bit M >= 24 (groups of 64k): qmm_affine_wgmma is faster (H200 g64 M = 24 "
+               "1.01-1.10x, M = 32 0.93-1.04x)";
       if (p.dtype == DType::bf16 && g == 64 && m <= 8)
         return "8-bit bf16 groups of 64 at M <= 8: qmm_affine_i8 is faster (H200 0.92-1.02x; "
                "bf16 codes are dequantized through f32 here)";

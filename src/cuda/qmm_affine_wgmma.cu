@@ -24,25 +24,50 @@ QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 8)
 
 namespace {
 
-constexpr int kTransposeTile = 32;
+// The scale transpose's tile: 32 groups x 64 rows of W, blocks of 32 x 8 threads.
+constexpr int kTransposeGroups = 32, kTransposeRows = 64;
 
-// [N, G] -> [G, N] for scales (blockIdx.z = 0) and biases (1), 2-byte elements, through a
-// padded shared tile so both the reads and the writes are coalesced.
-__global__ void transpose_scales(const uint16_t* __restrict__ scales,
-                                 const uint16_t* __restrict__ biases, uint16_t* __restrict__ out,
-                                 int n, int groups) {
-  __shared__ uint16_t tile[kTransposeTile][kTransposeTile + 1];
-  const uint16_t* in = blockIdx.z == 0 ? scales : biases;
-  uint16_t* dst = out + static_cast<int64_t>(blockIdx.z) * n * groups;
-  const int g0 = blockIdx.x * kTransposeTile, n0 = blockIdx.y * kTransposeTile;
-  for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
-    const int row = n0 + r, g = g0 + threadIdx.x;
-    if (row < n && g < groups) tile[r][threadIdx.x] = in[static_cast<int64_t>(row) * groups + g];
+// [N, G] -> [G, N] for scales and biases together (2-byte elements), through padded shared tiles
+// so that both the reads and the writes are coalesced. Each thread keeps all 16 of its loads in
+// flight at once: a loop of dependent load -> shared store rounds, one array and 32 rows per
+// block, left the H200 latency-bound (10.3 us for int4 g64 14336 x 5120's 4.6 MB, docs/PERF.md).
+__global__ void __launch_bounds__(kTransposeGroups * 8)
+    transpose_scales(const uint16_t* __restrict__ scales, const uint16_t* __restrict__ biases,
+                     uint16_t* __restrict__ scales_t, uint16_t* __restrict__ biases_t, int n,
+                     int groups) {
+  constexpr int kRows = kTransposeRows / 8;      // rows of W each thread loads
+  constexpr int kGroups = kTransposeGroups / 8;  // groups each thread stores
+  __shared__ uint16_t tile[2][kTransposeRows][kTransposeGroups + 1];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int g0 = static_cast<int>(blockIdx.x) * kTransposeGroups;
+  const int n0 = static_cast<int>(blockIdx.y) * kTransposeRows;
+  uint16_t v[2][kRows];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int row = n0 + ty + 8 * i, g = g0 + tx;
+    const bool in = row < n && g < groups;
+    const int64_t at = static_cast<int64_t>(row) * groups + g;
+    v[0][i] = in ? scales[at] : uint16_t{0};
+    v[1][i] = in ? biases[at] : uint16_t{0};
+  }
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    tile[0][ty + 8 * i][tx] = v[0][i];
+    tile[1][ty + 8 * i][tx] = v[1][i];
   }
   __syncthreads();
-  for (int r = threadIdx.y; r < kTransposeTile; r += blockDim.y) {
-    const int g = g0 + r, row = n0 + threadIdx.x;
-    if (row < n && g < groups) dst[static_cast<int64_t>(g) * n + row] = tile[threadIdx.x][r];
+#pragma unroll
+  for (int i = 0; i < kGroups; ++i) {
+    const int g = g0 + ty + 8 * i;
+#pragma unroll
+    for (int h = 0; h < kTransposeRows; h += 32) {
+      const int row = n0 + h + tx;
+      if (row < n && g < groups) {
+        const int64_t at = static_cast<int64_t>(g) * n + row;
+        scales_t[at] = tile[0][h + tx][ty + 8 * i];
+        biases_t[at] = tile[1][h + tx][ty + 8 * i];
+      }
+    }
   }
 }
 
@@ -88,8 +113,8 @@ std::string qmm_affine_wgmma_supports(const Problem& p) {
   if (p.dtype == DType::f32) return "f16/bf16 activations only (wgmma on 16-bit operands)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.n % 8 != 0) return "needs N % 8 == 0 (16-byte rows of y and of the scales for TMA)";
-  if (p.n > int64_t{65535} * kTransposeTile)
-    return "needs N <= 2097120 (the scale transpose's grid)";
+  if (p.n > int64_t{65535} * kTransposeRows)
+    return "needs N <= 4194240 (the scale transpose's grid)";
   if (p.k > std::numeric_limits<int32_t>::max() || p.m > std::numeric_limits<int32_t>::max())
     return "M and K must fit in int32";
 #ifndef QUANTA_CUDA_SM90A
@@ -113,11 +138,11 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
   auto* scales_t = static_cast<uint16_t*>(stream_scratch(
       stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
-  const dim3 grid((groups + kTransposeTile - 1) / kTransposeTile,
-                  (n + kTransposeTile - 1) / kTransposeTile, 2);
-  transpose_scales<<<grid, dim3(kTransposeTile, 8), 0, stream>>>(
+  const dim3 grid((groups + kTransposeGroups - 1) / kTransposeGroups,
+                  (n + kTransposeRows - 1) / kTransposeRows);
+  transpose_scales<<<grid, dim3(kTransposeGroups, 8), 0, stream>>>(
       reinterpret_cast<const uint16_t*>(w.scales), reinterpret_cast<const uint16_t*>(w.biases),
-      scales_t, n, groups);
+      scales_t, scales_t + static_cast<int64_t>(n) * groups, n, groups);
   QUANTA_CUDA_CHECK_LAUNCH();
 
   WgmmaArgs a{};
