@@ -157,6 +157,8 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   a.group = w.format.group_size;
   a.splits = std::max(1, env_int("QUANTA_QMM_WGMMA_SPLITS", 1));
   a.decomposition = env_int("QUANTA_QMM_WGMMA_DECOMPOSITION", 0);
+  a.swizzle = std::clamp(env_int("QUANTA_QMM_WGMMA_SWIZZLE", 1), 1, 8);
+  a.raster = std::clamp(env_int("QUANTA_QMM_WGMMA_RASTER", 0), 0, 2);
   const char* failed = nullptr;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {

@@ -28,6 +28,8 @@ struct WgmmaArgs {
   int n, m, k, group;
   int splits = 1;         // > 1: split-K into this many slices of K (reduced in the workspace)
   int decomposition = 0;  // splits == 1: 0 CUTLASS's heuristic, 1 data-parallel, 2 stream-K
+  int swizzle = 1;        // CUTLASS's max_swizzle_size (1, 2, 4 or 8 tiles)
+  int raster = 0;         // 0 CUTLASS's heuristic, 1 along W's rows, 2 along x's rows
 };
 
 // Code widths (CUTLASS's uint2b_t, uint4b_t, uint8_t) and token-tile widths built (CUTLASS's

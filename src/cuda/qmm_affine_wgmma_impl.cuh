@@ -82,6 +82,11 @@ struct Gemm {
                                         : a.decomposition == 1 ? Mode::DataParallel
                                         : a.decomposition == 2 ? Mode::StreamK
                                                                : Mode::Heuristic;
+    using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.max_swizzle_size = a.swizzle;
+    args.scheduler.raster_order = a.raster == 1   ? Raster::AlongM
+                                  : a.raster == 2 ? Raster::AlongN
+                                                  : Raster::Heuristic;
     return args;
   }
 };
