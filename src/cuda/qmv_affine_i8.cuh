@@ -343,60 +343,82 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const uint32_t* planes = a.planes;
   const float2* gx = a.gx;
   float acc_lo[MT] = {}, acc_hi[MT] = {};
-  for (int s0 = first; s0 < steps; s0 += DS * stride) {
+  // 3/5/6-bit groups of 32 (rings of 3-8 steps) run whole rounds of the ring with no exit
+  // between steps, so the compiler may overlap one step's mma with the next one's unpack: H200
+  // f16, three shapes, M = 1 1.04-1.14x, M = 2 1.01-1.07x; for groups of 64 and 128 it ranged
+  // 0.91-1.11x (docs/PERF.md).
+  constexpr bool kWholeRounds = !Geom::kWholeBytes && G == 32;
+  // One step: ring slot u (a constant once unrolled) holds step s.
+  auto step = [&](int u, int s) {
+    const int grp = 4 * s + q;
+    const float sl = to_f32(ring_sb[u][0]), bl = to_f32(ring_sb[u][1]);
+    const float sh = to_f32(ring_sb[u][2]), bh = to_f32(ring_sb[u][3]);
+    load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
+    const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
+    int c[MT][4] = {};
 #pragma unroll
-    for (int u = 0; u < DS; ++u) {
-      const int s = s0 + u * stride;
-      if (s >= steps) break;  // uniform across the warp
-      const int grp = 4 * s + q;
-      const float sl = to_f32(ring_sb[u][0]), bl = to_f32(ring_sb[u][1]);
-      const float sh = to_f32(ring_sb[u][2]), bh = to_f32(ring_sb[u][3]);
-      load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
-      const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
-      int c[MT][4] = {};
+    for (int p = 0; p < P; ++p) {
+      // The codes of this piece, as u8x4 mma registers, serve every row of x.
+      uint32_t a_lo[Geom::kRegs], a_hi[Geom::kRegs];
+      if constexpr (Geom::kWholeBytes) {  // (row by row for 3/5/6: the permutes share work)
 #pragma unroll
-      for (int p = 0; p < P; ++p) {
-        // The codes of this piece, as u8x4 mma registers, serve every row of x.
-        uint32_t a_lo[Geom::kRegs], a_hi[Geom::kRegs];
-        if constexpr (Geom::kWholeBytes) {  // (row by row for 3/5/6: the permutes share work)
-#pragma unroll
-          for (int r = 0; r < Geom::kRegs; ++r) {
-            a_lo[r] = i8_code_reg<BITS, W>(ring_lo[u][p], r);
-            a_hi[r] = i8_code_reg<BITS, W>(ring_hi[u][p], r);
-          }
-        } else {
-          i8_unpack<BITS, W>(ring_lo[u][p], a_lo);
-          i8_unpack<BITS, W>(ring_hi[u][p], a_hi);
+        for (int r = 0; r < Geom::kRegs; ++r) {
+          a_lo[r] = i8_code_reg<BITS, W>(ring_lo[u][p], r);
+          a_hi[r] = i8_code_reg<BITS, W>(ring_hi[u][p], r);
         }
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const uint32_t* bsrc =
-              planes + static_cast<int64_t>(m) * (a.k / 2) + boff + p * Geom::kSlices * 2;
-          uint32_t bw[Geom::kSlices * 2];
-#pragma unroll
-          for (int i = 0; i < Geom::kSlices * 2; i += 4) {
-            const uint4 v = b_lane && m < a.m ? *reinterpret_cast<const uint4*>(bsrc + i)
-                                              : make_uint4(0u, 0u, 0u, 0u);
-            bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
-          }
-#pragma unroll
-          for (int j = 0; j < Geom::kSlices; ++j)
-            imma_16832(c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1], a_hi[2 * j + 1], bw[2 * j],
-                       bw[2 * j + 1]);
-        }
-        load_piece(s + DS * stride, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
+      } else {
+        i8_unpack<BITS, W>(ring_lo[u][p], a_lo);
+        i8_unpack<BITS, W>(ring_hi[u][p], a_hi);
       }
-      // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
-        if (m >= a.m) break;
-        const float2 dx = gx[static_cast<int64_t>(m) * groups + grp];
-        const float v_lo =
-            dx.x * fmaf(static_cast<float>(c[m][1]), 1.0f / 256.0f, static_cast<float>(c[m][0]));
-        const float v_hi =
-            dx.x * fmaf(static_cast<float>(c[m][3]), 1.0f / 256.0f, static_cast<float>(c[m][2]));
-        acc_lo[m] = fmaf(sl, v_lo, fmaf(bl, dx.y, acc_lo[m]));
-        acc_hi[m] = fmaf(sh, v_hi, fmaf(bh, dx.y, acc_hi[m]));
+        const uint32_t* bsrc =
+            planes + static_cast<int64_t>(m) * (a.k / 2) + boff + p * Geom::kSlices * 2;
+        uint32_t bw[Geom::kSlices * 2];
+#pragma unroll
+        for (int i = 0; i < Geom::kSlices * 2; i += 4) {
+          const uint4 v = b_lane && m < a.m ? *reinterpret_cast<const uint4*>(bsrc + i)
+                                            : make_uint4(0u, 0u, 0u, 0u);
+          bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < Geom::kSlices; ++j)
+          imma_16832(c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1], a_hi[2 * j + 1], bw[2 * j],
+                     bw[2 * j + 1]);
+      }
+      load_piece(s + DS * stride, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
+    }
+    // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= a.m) break;
+      const float2 dx = gx[static_cast<int64_t>(m) * groups + grp];
+      const float v_lo =
+          dx.x * fmaf(static_cast<float>(c[m][1]), 1.0f / 256.0f, static_cast<float>(c[m][0]));
+      const float v_hi =
+          dx.x * fmaf(static_cast<float>(c[m][3]), 1.0f / 256.0f, static_cast<float>(c[m][2]));
+      acc_lo[m] = fmaf(sl, v_lo, fmaf(bl, dx.y, acc_lo[m]));
+      acc_hi[m] = fmaf(sh, v_hi, fmaf(bh, dx.y, acc_hi[m]));
+    }
+  };
+  int s0 = first;
+  if constexpr (kWholeRounds) {
+    for (; s0 + (DS - 1) * stride < steps; s0 += DS * stride) {
+#pragma unroll
+      for (int u = 0; u < DS; ++u) step(u, s0 + u * stride);
+    }
+#pragma unroll
+    for (int u = 0; u < DS; ++u) {  // the last, partial round
+      if (s0 + u * stride >= steps) break;
+      step(u, s0 + u * stride);
+    }
+  } else {
+    for (; s0 < steps; s0 += DS * stride) {
+#pragma unroll
+      for (int u = 0; u < DS; ++u) {
+        const int s = s0 + u * stride;
+        if (s >= steps) break;  // uniform across the warp
+        step(u, s);
       }
     }
   }
