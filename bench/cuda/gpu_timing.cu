@@ -231,15 +231,14 @@ std::vector<double> time_launches_raw(const std::function<void(int, void*)>& lau
     // prepares operands and ramps up under load, and ~10 ms of timed replays caught the ramp
     // (rows up to 1.3x slower, a process's first the most; docs/perf-cuda.md).
     if (opt.replays > 0) {
-      cudaEvent_t w[2] = {ev[0], ev[1]};
-      float total = 0, last = 0;
+      float total = 0, last = 0;  // (ev[0], ev[1] are free until the timed replays)
       for (int window = 0; window < 4000 && total < 250.0f; ++window) {
-        QUANTA_CUDA_CHECK(cudaEventRecord(w[0], stream));
+        QUANTA_CUDA_CHECK(cudaEventRecord(ev[0], stream));
         for (int i = 0; i < 4; ++i) QUANTA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        QUANTA_CUDA_CHECK(cudaEventRecord(w[1], stream));
-        QUANTA_CUDA_CHECK(cudaEventSynchronize(w[1]));
+        QUANTA_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+        QUANTA_CUDA_CHECK(cudaEventSynchronize(ev[1]));
         float ms = 0;
-        QUANTA_CUDA_CHECK(cudaEventElapsedTime(&ms, w[0], w[1]));
+        QUANTA_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
         total += ms;
         if (total >= 25.0f && last > 0 && ms <= 1.02f * last && ms >= 0.98f * last) break;
         last = ms;
