@@ -179,22 +179,16 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
   }
 }
 
-// Columns per [K, N] GEMV task: the widest panel whose f32 running sums fit in L1 with room for
-// the code stream (wider panels read longer runs of each row: 8192 beat 4096 by 3-15% on a
-// 48 KB L1, docs/perf-cpu.md).
-int64_t kn_panel_cols() {
-  static const int64_t cols = [] {
-    const long l1 = ::sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    return l1 >= 48 * 1024 ? kKnPanelCols : kKnPanelCols / 2;
-  }();
-  return cols;
-}
-
+// Columns per [K, N] GEMV task (kKnPanelCols): 8192 f32 running sums (32 KB). Wider panels
+// read longer runs of each row: 8192 beat 4096 by 3-15% on Zen 5's 48 KB L1 and by 1.1-1.4x on
+// Zen 4's 32 KB one, where the sums fill L1 (AVX2: equal); 16384 tied on Zen 4 and lost on Zen 5
+// (docs/perf-cpu.md).
+//
 // W [K, N], M = 1: tasks are column panels (each read row by row, its sums in L1) times K
 // ranges when there are fewer panels than workers; partial sums of the K ranges are added.
 void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
   const int workers = workers_for(threads, w.n * w.k);
-  const int64_t panel = kn_panel_cols();
+  const int64_t panel = kKnPanelCols;
   const int64_t panels = (w.n + panel - 1) / panel;
   const int64_t blocks = (w.k + 15) / 16;  // 16-row blocks share a scale row
   const int64_t parts = std::min<int64_t>(blocks, std::max<int64_t>(1, workers / panels));

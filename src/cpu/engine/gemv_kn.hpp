@@ -142,9 +142,9 @@ inline constexpr int kKnRows = 16;
 // above 4 bits 2-10% slower than 4; docs/perf-cpu.md).
 inline constexpr int kKnPassRows = 4;
 
-// Most columns of one task (a panel): 8192 f32 running sums (32 KB) stay in a 48 KB L1 and read
-// 4 KB runs per row of a 4-bit W, 3-15% faster than 4096 (16384, 64 KB of sums, lost);
-// fast.cpp halves the panel where L1 is smaller.
+// Most columns of one task (a panel): 8192 f32 running sums (32 KB) read 4 KB runs per row of a
+// 4-bit W: 3-15% faster than 4096 on a 48 KB L1 (Zen 5), 1.1-1.4x on a 32 KB one (Zen 4), where
+// 16384 (64 KB of sums) tied; it lost on Zen 5 (docs/perf-cpu.md).
 inline constexpr int64_t kKnPanel = 8192;
 
 // 2-bit byte lanes, two K-rows per table lookup: a 4-bit index holds the code of row k (bits
