@@ -201,7 +201,13 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(513, DType::bf16, 4, 64, 1001, 5120)), "qmm_affine_dq");
   // [K, N] with N not a multiple of 32.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn)), "matmul_generic");
-  EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 64, 512, Layout::kn)), "matmul_generic");
+  EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 40, 512, Layout::kn)), "matmul_generic");
+  // [K, N] past qvm_affine's M <= 8: dequantize + cuBLAS, every dtype.
+  for (DType t : kAllDTypes)
+    for (int64_t m : {9, 64, 257, 4096})
+      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 64, 512, Layout::kn)), "qmm_affine_dq")
+          << dtype_name(t) << " M=" << m;
+  EXPECT_EQ(pick(affine_problem(8, DType::f16, 4, 64, 64, 512, Layout::kn)), "qvm_affine");
   // Before sm_80 there is no bf16 mma.sync.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 4096, 4096, Layout::nk, 75)),
             "matmul_generic");
@@ -219,7 +225,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
           p.layout = Layout::kn;
           if (f.info().kn_layout) {
-            EXPECT_EQ(pick(p), "matmul_generic") << f.name();
+            EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
           }
           p.layout = Layout::nk;
         }

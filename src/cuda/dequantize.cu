@@ -35,6 +35,7 @@ struct DequantArgs {
   int32_t n, groups, log2_group;
   DType scale_dtype;
   bool nk;
+  bool sb_aligned;  // scales and biases 16-byte aligned: [K, N] loads a chunk's 32 of each at once
 };
 
 template <class TO>
@@ -74,6 +75,58 @@ __device__ __forceinline__ void dequantize_pairs(const uint32_t (&w)[BITS], TO s
   }
 }
 
+// The same with a scale and bias per value ([K, N]: a chunk runs along N), as 16 pairs each.
+template <int BITS, class TO>
+__device__ __forceinline__ void dequantize_pairs(const uint32_t (&w)[BITS], const uint4 (&s)[4],
+                                                 const uint4 (&b)[4], uint32_t (&v)[16]) {
+  using P = Pair<TO>;
+  constexpr uint32_t kMagic = std::is_same_v<TO, __half> ? 0x64006400u : 0x43004300u;
+  P off;
+  *reinterpret_cast<uint32_t*>(&off) = kMagic;
+  const uint32_t* sw = reinterpret_cast<const uint32_t*>(s);
+  const uint32_t* bw = reinterpret_cast<const uint32_t*>(b);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t bits = code_u32<BITS>(w, 2 * i) | (code_u32<BITS>(w, 2 * i + 1) << 16) | kMagic;
+    P q, s2, b2;
+    *reinterpret_cast<uint32_t*>(&q) = bits;
+    *reinterpret_cast<uint32_t*>(&s2) = sw[i];
+    *reinterpret_cast<uint32_t*>(&b2) = bw[i];
+    const P r = __hadd2_rn(__hmul2_rn(s2, __hsub2(q, off)), b2);
+    v[i] = *reinterpret_cast<const uint32_t*>(&r);
+  }
+}
+
+// 32 consecutive values of T at p[i..] (16-byte aligned) as four 16-byte pieces.
+__device__ __forceinline__ void load_run32_16bit(const uint8_t* p, int64_t i, uint4 (&out)[4]) {
+  const uint4* q = reinterpret_cast<const uint4*>(p + i * 2);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = q[j];
+}
+
+// 32 consecutive scales (or biases) of dtype t from index i, as f32: 16-byte loads when aligned.
+__device__ __forceinline__ void load_run32_f32(const uint8_t* p, DType t, int64_t i, bool aligned,
+                                               float (&out)[32]) {
+  if (aligned && t == DType::f32) {
+    const float4* q = reinterpret_cast<const float4*>(p + i * 4);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float4 f = q[j];
+      out[4 * j] = f.x, out[4 * j + 1] = f.y, out[4 * j + 2] = f.z, out[4 * j + 3] = f.w;
+    }
+  } else if (aligned) {
+    uint4 r[4];
+    load_run32_16bit(p, i, r);
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(r);
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      out[j] = t == DType::f16 ? f16_bits_to_f32(h[j]) : bf16_bits_to_f32(h[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) out[j] = load_as_f32(p, t, i + j);
+  }
+}
+
 // A warp's 32 chunks are 2 KB of consecutive output: each lane's four 16-byte pieces go through
 // shared memory so that every store instruction writes 512 contiguous bytes (stored straight,
 // each instruction wrote 16 bytes every 64 and dequantize ran at ~2 TB/s). Piece i of lane L
@@ -101,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const Dequa
   const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if constexpr (kPairPath<BITS, TO>) {
     // Whole warps stay (the coalesced store needs them): lanes past the end only help store.
-    if (a.nk && a.scale_dtype == DTypeOf<TO>::value) {
+    // [K, N] takes a chunk's 32 scales and biases (one a column) as 16-byte pieces.
+    if (a.scale_dtype == DTypeOf<TO>::value && (a.nk || a.sb_aligned)) {
       __shared__ uint4 stage[kThreads / 32][128];
       const bool live = chunk < a.chunks;
       const int64_t c = live ? chunk : a.chunks - 1;
@@ -110,10 +164,20 @@ __global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const Dequa
       const int64_t r = (c % per_matrix) / per_row, c0 = (c % per_row) * 32;
       uint32_t w[BITS];
       load_chunk<BITS>(a.codes + e * a.code_stride + (r * a.cols + c0) * BITS / 8, w);
-      const int64_t si = r * a.groups + (c0 >> a.log2_group);
+      const uint8_t* sc = a.scales + e * a.scale_stride;
+      const uint8_t* bi = a.biases + e * a.scale_stride;
       uint32_t v[16];
-      dequantize_pairs<BITS, TO>(w, reinterpret_cast<const TO*>(a.scales + e * a.scale_stride)[si],
-                                 reinterpret_cast<const TO*>(a.biases + e * a.scale_stride)[si], v);
+      if (a.nk) {  // the chunk lies in one group of row r
+        const int64_t si = r * a.groups + (c0 >> a.log2_group);
+        dequantize_pairs<BITS, TO>(w, reinterpret_cast<const TO*>(sc)[si],
+                                   reinterpret_cast<const TO*>(bi)[si], v);
+      } else {
+        const int64_t si = (r >> a.log2_group) * a.n + c0;
+        uint4 sv[4], bv[4];
+        load_run32_16bit(sc, si, sv);
+        load_run32_16bit(bi, si, bv);
+        dequantize_pairs<BITS, TO>(w, sv, bv, v);
+      }
       // Output of chunk c starts at element 32c (rows of the stack are contiguous).
       const int64_t first = chunk - (threadIdx.x & 31);
       store_warp_coalesced(stage[threadIdx.x / 32], v, live,
@@ -140,12 +204,13 @@ __global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const Dequa
       v[i] = round_to_out<TO>(__fadd_rn(round_to_out<TO>(__fmul_rn(s, code_f32<BITS>(w, i))), b));
   } else {  // kn: K-row r, columns c0.. each with its own scale
     const int64_t si = (r >> a.log2_group) * a.n + c0;
+    float s[32], b[32];
+    load_run32_f32(sc, a.scale_dtype, si, a.sb_aligned, s);
+    load_run32_f32(bi, a.scale_dtype, si, a.sb_aligned, b);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const float s = load_as_f32(sc, a.scale_dtype, si + i);
-      const float b = load_as_f32(bi, a.scale_dtype, si + i);
-      v[i] = round_to_out<TO>(__fadd_rn(round_to_out<TO>(__fmul_rn(s, code_f32<BITS>(w, i))), b));
-    }
+    for (int i = 0; i < 32; ++i)
+      v[i] = round_to_out<TO>(
+          __fadd_rn(round_to_out<TO>(__fmul_rn(s[i], code_f32<BITS>(w, i))), b[i]));
   }
   constexpr int kPer16 = 16 / sizeof(TO);
 #pragma unroll
@@ -190,6 +255,8 @@ void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& 
   while ((1 << lg) < w.format.group_size) ++lg;
   a.log2_group = lg;
   a.scale_dtype = w.scale_dtype;
+  a.sb_aligned = is_aligned(w.scales, 16) && is_aligned(w.biases, 16) &&
+                 (a.scale_stride % 16 == 0 || w.batch == 1);
   a.chunks = static_cast<int64_t>(a.rows) * (a.cols / 32) * w.batch;
   const unsigned grid = static_cast<unsigned>((a.chunks + kThreads - 1) / kThreads);
   const cudaStream_t stream = stream_of(ctx);

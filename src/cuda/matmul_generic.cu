@@ -162,31 +162,40 @@ __global__ void __launch_bounds__(kGgufWarpBlocks)
   }
 }
 
-// Microscaled (mxfp4, mxfp8, nvfp4) and fp8 matrices in [N, K]: a thread per 8 consecutive
-// elements of a row (one scale, 4 or 8 code bytes), decoded with decode_element's operations
-// (so the bytes stay the host's) but without its per-element index divisions, and stored as
-// 16 or 32 contiguous bytes. Through decode_row_span the same decode ran at 0.1 TB/s.
+// Microscaled (mxfp4, mxfp8, nvfp4) and fp8 matrices: a thread per 8 consecutive elements of a
+// stored row (4 or 8 code bytes; [N, K]: one scale, [K, N]: a scale per column), decoded with
+// decode_element's operations (so the bytes stay the host's) but without its per-element index
+// divisions, and stored as 16 or 32 contiguous bytes. Through decode_row_span the same decode
+// ran at 0.1 TB/s ([K, N] did until Dec 2: 1.0-1.4 ms for 14336 x 5120).
 constexpr int kSpan = 8;
 
 __global__ void __launch_bounds__(kThreads)
     scaled_dequantize_kernel(WeightDesc w, void* out, DType out_dtype, bool vector_stores) {
-  const int64_t R = w.n, C = w.k, spans = C / kSpan, total = R * w.batch * spans;
+  const bool nk = w.layout == Layout::nk;
+  const int64_t R = w.storage_rows(), C = w.storage_cols(), spans = C / kSpan,
+                total = R * w.batch * spans;
   const bool micro = w.family == Family::microscaled;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; t < total;
        t += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t er = t / spans, c0 = (t - er * spans) * kSpan, e = er / R, r = er - e * R;
     const uint8_t* row = w.codes + e * w.code_stride + r * w.row_bytes;
-    float s;
-    if (micro) {
-      const uint8_t sb = w.scales[e * w.scale_stride + r * (C / w.group) + c0 / w.group];
-      s = w.scale_enc == ScaleEncoding::e8m0 ? codec::e8m0_to_float(sb) : codec::e4m3_to_float(sb);
-    } else {
-      const float* sp = reinterpret_cast<const float*>(w.scales + e * w.scale_stride);
-      s = w.granularity == Granularity::channel ? sp[r] : sp[0];
-    }
+    // [N, K]: one scale for the span (a group, a channel or the tensor); [K, N]: the span runs
+    // along N, so each column has its own (group row r / G, channel c, or the tensor's).
+    const uint8_t* sc = w.scales + e * w.scale_stride;
+    auto scale_at = [&](int64_t c) {
+      if (micro) {
+        const uint8_t sb = nk ? sc[r * (C / w.group) + c / w.group] : sc[(r / w.group) * C + c];
+        return w.scale_enc == ScaleEncoding::e8m0 ? codec::e8m0_to_float(sb)
+                                                  : codec::e4m3_to_float(sb);
+      }
+      const float* sp = reinterpret_cast<const float*>(sc);
+      return w.granularity == Granularity::channel ? sp[nk ? r : c] : sp[0];
+    };
+    const float s_span = nk ? scale_at(c0) : 0.0f;
     float v[kSpan];
 #pragma unroll
     for (int j = 0; j < kSpan; ++j) {
+      const float s = nk ? s_span : scale_at(c0 + j);
       const float x = element_value(w.code, codec::affine_code(row, c0 + j, w.bits, C));
       v[j] = micro ? __fmul_rn(round_as(out_dtype, __fmul_rn(x, s)), w.global) : __fmul_rn(x, s);
     }
@@ -257,8 +266,8 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
         std::min<int64_t>((blocks + kGgufWarpBlocks - 1) / kGgufWarpBlocks, 1 << 20));
     gguf_dequantize_kernel<<<grid, kGgufWarpBlocks, 0, stream_of(ctx)>>>(d, out.data, out.dtype);
   } else if ((d.family == Family::microscaled || d.family == Family::fp8) &&
-             d.layout == Layout::nk && d.k % kSpan == 0) {
-    const int64_t spans = rows * (d.k / kSpan);
+             d.storage_cols() % kSpan == 0) {
+    const int64_t spans = rows * (d.storage_cols() / kSpan);
     const unsigned grid =
         static_cast<unsigned>(std::min<int64_t>((spans + kThreads - 1) / kThreads, 1 << 20));
     scaled_dequantize_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(d, out.data, out.dtype,

@@ -192,6 +192,10 @@ TEST_P(CudaAffine, DequantizeThenCublas) {
         host_weights(Format::affine(bits, group), t, 136, 256, Layout::nk, 17);
     const QuantizedMatrix w = to_device(hw);
     for (int64_t m : {512, 515}) run_check(hw, w, t, m, "qmm_affine_dq", 18);
+    // [K, N] past qvm_affine's M <= 8.
+    const QuantizedMatrix hk = host_weights(Format::affine(bits, group), t, 96, 512, Layout::kn, 19);
+    const QuantizedMatrix wk = to_device(hk);
+    for (int64_t m : {9, 64}) run_check(hk, wk, t, m, "qmm_affine_dq", 20);
   }
 }
 

@@ -49,8 +49,10 @@ TEST_P(CudaGeneric, MatmulMatchesOracle) {
 }
 
 // Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
-// with f32 activations (f16/bf16 affine is covered in test_cuda_affine.cpp); several slabs
-// (a 1 MB budget: 128-row slabs at K = 2048 in f32), ragged N.
+// with f32 activations (f16/bf16 affine [N, K] is covered in test_cuda_affine.cpp); several
+// slabs (a 1 MB budget: 128-row slabs at K = 2048 in f32), ragged N. [K, N], every dtype: one
+// slab, and several (N = 2048: 128 K-rows a slab in f32, 256 in f16/bf16, whose sums stay f32
+// until the end).
 TEST_P(CudaGeneric, DequantizeThenCublas) {
   const Format f = GetParam();
   const bool affine = f.scheme == Scheme::affine;
@@ -63,9 +65,16 @@ TEST_P(CudaGeneric, DequantizeThenCublas) {
     }
     if (affine) check(f, t, Layout::nk, 9, 40, 256, kernel);
   }
+  if (f.info().kn_layout)
+    for (DType t : kAllDTypes) {
+      for (int64_t m : {9, 33}) check(f, t, Layout::kn, m, 64, 256, kernel);
+      if (!affine) check(f, t, Layout::kn, 1, 64, 256, kernel);
+    }
   ::setenv("QUANTA_QMM_DQ_SLAB_MB", "1", 1);
   check(f, DType::f32, Layout::nk, 17, 300, 2048, kernel);
   if (!affine) check(f, DType::bf16, Layout::nk, 17, 300, 2048, kernel);
+  if (f.info().kn_layout)
+    for (DType t : kAllDTypes) check(f, t, Layout::kn, 17, 2048, 1024, kernel);
   ::unsetenv("QUANTA_QMM_DQ_SLAB_MB");
 }
 
@@ -118,42 +127,46 @@ TEST_P(CudaGeneric, DequantizeIsByteEqualToHost) {
 
 // dequantize_affine's half2 path against the host's f32 arithmetic where double rounding could
 // bite if it were possible: scales and biases of random finite bit patterns (subnormal to huge,
-// either sign), so s·q and b meet at every exponent gap.
+// either sign), so s·q and b meet at every exponent gap. Both layouts ([K, N] pairs two columns'
+// scales).
 TEST(CudaDequantize, ExtremeScalesAreByteEqualToHost) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  for (DType t : {DType::f16, DType::bf16})
-    for (int bits : {2, 3, 4, 5, 6, 8})
-      for (int group : {32, 128}) {
-        QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 64, 512, Layout::nk, 9);
-        ASSERT_EQ(hw.scale_dtype, t);  // the half2 path needs scales in the output dtype
-        uint32_t state = 12345u + static_cast<uint32_t>(bits * 7 + group);
-        auto next = [&] {
-          state = state * 1664525u + 1013904223u;
-          return static_cast<uint16_t>(state >> 16);
-        };
-        auto finite = [&] {  // a random 16-bit pattern that is not Inf or NaN in t
-          for (;;) {
-            const uint16_t v = next();
-            const uint16_t exp_mask = t == DType::f16 ? 0x7c00 : 0x7f80;
-            if ((v & exp_mask) != exp_mask) return v;
-          }
-        };
-        const int64_t entries = 64 * (512 / group);
-        auto* sc = reinterpret_cast<uint16_t*>(hw.scales);
-        auto* bi = reinterpret_cast<uint16_t*>(hw.biases);
-        for (int64_t i = 0; i < entries; ++i) sc[i] = finite(), bi[i] = finite();
-        const QuantizedMatrix w = to_device(hw);
-        Dense want(t, 64, 512);
-        dequantize(hw, want.mut());
-        DeviceDense out(t, 64, 512);
-        out.poison();
-        Context ctx;
-        ctx.kernel = "dequantize_affine";
-        dequantize(w, out.mut(), ctx);
-        out.download();
-        EXPECT_EQ(std::memcmp(out.host.bytes.data(), want.bytes.data(), want.bytes.size()), 0)
-            << hw.describe() << " -> " << dtype_name(t);
-      }
+  for (Layout layout : {Layout::nk, Layout::kn})
+    for (DType t : {DType::f16, DType::bf16})
+      for (int bits : {2, 3, 4, 5, 6, 8})
+        for (int group : {32, 128}) {
+          QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, 64, 512, layout, 9);
+          const int64_t rows = layout == Layout::nk ? 64 : 512,
+                        cols = layout == Layout::nk ? 512 : 64;
+          ASSERT_EQ(hw.scale_dtype, t);  // the half2 path needs scales in the output dtype
+          uint32_t state = 12345u + static_cast<uint32_t>(bits * 7 + group);
+          auto next = [&] {
+            state = state * 1664525u + 1013904223u;
+            return static_cast<uint16_t>(state >> 16);
+          };
+          auto finite = [&] {  // a random 16-bit pattern that is not Inf or NaN in t
+            for (;;) {
+              const uint16_t v = next();
+              const uint16_t exp_mask = t == DType::f16 ? 0x7c00 : 0x7f80;
+              if ((v & exp_mask) != exp_mask) return v;
+            }
+          };
+          const int64_t entries = 64 * (512 / group);
+          auto* sc = reinterpret_cast<uint16_t*>(hw.scales);
+          auto* bi = reinterpret_cast<uint16_t*>(hw.biases);
+          for (int64_t i = 0; i < entries; ++i) sc[i] = finite(), bi[i] = finite();
+          const QuantizedMatrix w = to_device(hw);
+          Dense want(t, rows, cols);
+          dequantize(hw, want.mut());
+          DeviceDense out(t, rows, cols);
+          out.poison();
+          Context ctx;
+          ctx.kernel = "dequantize_affine";
+          dequantize(w, out.mut(), ctx);
+          out.download();
+          EXPECT_EQ(std::memcmp(out.host.bytes.data(), want.bytes.data(), want.bytes.size()), 0)
+              << hw.describe() << " -> " << dtype_name(t);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CudaGeneric,
