@@ -202,12 +202,16 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   // [K, N] with N not a multiple of 32.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn)), "matmul_generic");
   EXPECT_EQ(pick(affine_problem(9, DType::bf16, 4, 64, 40, 512, Layout::kn)), "matmul_generic");
-  // [K, N] past qvm_affine's M <= 8: dequantize + cuBLAS, every dtype.
+  // [K, N] past qvm_affine's M <= 8: the [N, K] kernels on a transposed copy, every dtype; an
+  // expert stack: dequantize + cuBLAS declines too.
   for (DType t : kAllDTypes)
     for (int64_t m : {9, 64, 257, 4096})
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 64, 512, Layout::kn)), "qmm_affine_dq")
+      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 64, 512, Layout::kn)), "qmm_affine_repack")
           << dtype_name(t) << " M=" << m;
   EXPECT_EQ(pick(affine_problem(8, DType::f16, 4, 64, 64, 512, Layout::kn)), "qvm_affine");
+  Problem stack = affine_problem(9, DType::f16, 4, 64, 64, 512, Layout::kn);
+  stack.batch = 4;
+  EXPECT_EQ(pick(stack), "matmul_generic");
   // Before sm_80 there is no bf16 mma.sync.
   EXPECT_EQ(pick(affine_problem(1, DType::bf16, 4, 64, 4096, 4096, Layout::nk, 75)),
             "matmul_generic");

@@ -51,6 +51,12 @@ std::string qmm_affine_rf_supports(const Problem& p);
 void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmm_affine_repack.cu: affine [K, N]: W transposed into a per-stream [N, K] copy, then the
+// [N, K] kernel the selector picks.
+std::string qmm_affine_repack_supports(const Problem& p);
+void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                       MatrixView y, const Context& ctx);
+
 // qmm_dq.cpp: slabs of W dequantized to x's dtype and multiplied by cuBLAS; qmm_affine_dq with
 // dequantize_affine ([N, K] larger M, [K, N] from M = 9), qmm_generic_dq (every other format)
 // with dequantize_generic. dense_store.cu: dst = src (f32) in dst's dtype, the [K, N] slabs'

@@ -193,10 +193,24 @@ TEST_P(CudaAffine, DequantizeThenCublas) {
     const QuantizedMatrix w = to_device(hw);
     for (int64_t m : {512, 515}) run_check(hw, w, t, m, "qmm_affine_dq", 18);
     // [K, N] past qvm_affine's M <= 8.
-    const QuantizedMatrix hk = host_weights(Format::affine(bits, group), t, 96, 512, Layout::kn, 19);
+    const QuantizedMatrix hk =
+        host_weights(Format::affine(bits, group), t, 96, 512, Layout::kn, 19);
     const QuantizedMatrix wk = to_device(hk);
     for (int64_t m : {9, 64}) run_check(hk, wk, t, m, "qmm_affine_dq", 20);
   }
+}
+
+// [K, N] weights through a transposed [N, K] copy: whole and partial 64 x 128 transpose tiles
+// (K not a multiple of 64, N not of 128), M from the decode range to the wgmma one, every dtype.
+TEST_P(CudaAffine, RepackedKnRunsTheNkKernels) {
+  const auto [bits, group] = GetParam();
+  for (DType t : kAllDTypes)
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{128, 512}, {160, 3 * group}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::kn, 25);
+      const QuantizedMatrix w = to_device(hw);
+      for (int64_t m : {1, 2, 9, 33, 300})
+        run_check(hw, w, t, m, "qmm_affine_repack", static_cast<uint32_t>(m + 26));
+    }
 }
 
 // CUTLASS's mixed-input wgmma GEMM (sm_90a): every token tile (M picks 64, 128 or 256 wide),
