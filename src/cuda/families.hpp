@@ -58,9 +58,9 @@ void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_
                        MatrixView y, const Context& ctx);
 
 // qmm_dq.cpp: slabs of W dequantized to x's dtype and multiplied by cuBLAS; qmm_affine_dq with
-// dequantize_affine ([N, K] larger M, [K, N] from M = 9), qmm_generic_dq (every other format)
-// with dequantize_generic. dense_store.cu: dst = src (f32) in dst's dtype, the [K, N] slabs'
-// f32 sums.
+// dequantize_affine ([N, K] larger M; [K, N] from M = 9 when forced), qmm_generic_dq (every other
+// format) with dequantize_generic. dense_store.cu: dst = src (f32) in dst's dtype, the [K, N]
+// slabs' f32 sums.
 void store_from_f32(const float* src, MatrixView dst, const Context& ctx);
 std::string qmm_affine_dq_supports(const Problem& p);
 void qmm_affine_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

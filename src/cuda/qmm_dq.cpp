@@ -8,7 +8,8 @@
 //   from M = 512 for the widths and groups qmm_affine_wgmma does not serve (the fused mma.sync
 //   kernel, qmm_affine_mma, reaches 0.3-0.4x cuBLAS from M = 64 up, this 0.6-0.9x from
 //   M = 512), and f32 activations from M = 9 (an f32 GEMM without TF32).
-//   In the [K, N] layout it serves every dtype from M = 9 (qvm_affine takes M <= 8).
+//   It also takes the [K, N] layout, every dtype, from M = 9 (qvm_affine takes M <= 8), where
+//   the selection prefers qmm_affine_repack (1.02-1.46x faster on the H200).
 // - qmm_generic_dq: every other format at any M, with dequantize_generic, where the only other
 //   device kernel is matmul_generic's per-element decode (1-3% of the roof; slower than
 //   dequantize + GEMM even at M = 1).
