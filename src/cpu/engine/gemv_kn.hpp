@@ -1,6 +1,6 @@
 // Fused GEMV for W stored [K, N] (the vecmat layout): y[n] += Σ_{k∈[k0,k1)} x[k] · w[k, n].
-// Sixteen K-rows form a block that shares one scale row (every group has >= 16 rows); per
-// block the codes are summed against x first and the scales applied once:
+// Blocks of K-rows share one scale row (affine: a whole group, or its part in [k0, k1); the other
+// formats: 16 rows); per block the codes are summed against x first and the scales applied once:
 //   y[n] += s[g, n] · Σ_k x[k]·q[k, n] + b[g, n] · Σ_k x[k]
 // A task owns a panel of columns; it reads each K-row's run across its panel in address order
 // into sums held in L1. Sums in registers for a strip of columns over the rows of a block lost
@@ -134,8 +134,13 @@ inline void kn_chunk_scales(const WeightPlan& w, int64_t g, int64_t n, int cnt, 
   }
 }
 
-// Rows per block (a block never crosses a group; every group has >= 16 rows).
+// Rows ahead of the L2 prefetch of a row's run.
 inline constexpr int kKnRows = 16;
+
+// Rows per block but for affine, whose blocks are whole groups (32-128 rows: the scale pass,
+// with its bias term, runs 2-8x less often; 1.0-1.6x faster on Zen 4, docs/perf-cpu.md). The
+// microscaled formats measured inside the noise with group blocks and keep 16 rows.
+inline constexpr int64_t kKnBlock = 16;
 
 // K-rows per pass over a panel: each load and store of the running sums serves that many rows
 // (against one: 7-20% faster for <= 4-bit codes, 5-13% above; 8 rows no better than 4; 2 rows
@@ -185,7 +190,7 @@ inline void kn_pairs2(const WeightPlan& w, const uint8_t* const* row, const floa
       }
     }
     for (int r = 0; r < R; ++r) V::prefetch(row[r] + c * kCB + R * w.row_bytes);  // next pass
-    if ((c & 1) == 0) V::prefetch_l2(row[0] + c * kCB + kKnRows * w.row_bytes);   // next block
+    if ((c & 1) == 0) V::prefetch_l2(row[0] + c * kCB + kKnRows * w.row_bytes);   // 16 rows on
     float* a = acc + (c - c0) * kCols;
     for (int j = 0; j < 4; ++j)
       V::store(a + j * W, first ? q[j] : V::add(V::load(a + j * W), q[j]));
@@ -205,8 +210,9 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
   const int64_t N = w.n, G = w.group;
   const int64_t c0 = n0 / kCols, c1 = (n1 + kCols - 1) / kCols;
   alignas(64) float acc[kKnPanel + 4 * 16];
-  for (int64_t kb = k0; kb < k1; kb += kKnRows) {
-    const int rows = static_cast<int>(imin(kKnRows, k1 - kb));
+  const int64_t span = kSc == Sc::affine ? G : kKnBlock;
+  for (int64_t kb = k0, rows = 0; kb < k1; kb += rows) {
+    rows = imin(span - kb % span, k1 - kb);  // to the end of kb's group
     const int64_t g = G ? kb / G : 0;
     float xsum = 0;
     for (int i = 0; i < rows; ++i) xsum += x[kb + i];
@@ -223,7 +229,7 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
         for (int r = 0; r < R; ++r) {
           const uint8_t* p = row[r] + c * kCB;
           V::prefetch(p + R * w.row_bytes);  // this row's run in the next pass
-          if ((c & 1) == 0 && r == 0) V::prefetch_l2(p + kKnRows * w.row_bytes);  // next block
+          if ((c & 1) == 0 && r == 0) V::prefetch_l2(p + kKnRows * w.row_bytes);  // 16 rows on
         }
         F q[R][P];
         for (int r = 0; r < R; ++r) C::load(row[r], c * kCols, q[r]);
