@@ -71,9 +71,11 @@ TEST(CpuIsa, SelectorFollowsTheCap) {
     p.format = Format::gguf(Scheme::q6_K);  // costly tiles: fused up to M = 8
     p.m = 8;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
-    p.layout = Layout::kn;
+    p.layout = Layout::kn;  // [K, N]: fused up to two passes of kKnMaxRows rows of x
     p.format = Format::affine(4, 64);
-    p.m = 2;
+    p.m = 8;
+    EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
+    p.m = 9;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
     p.layout = Layout::nk;
     p.op = Op::gather_matmul;

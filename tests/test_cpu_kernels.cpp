@@ -319,14 +319,18 @@ TEST(CpuKernelsEdges, KnPanelsAndKSplit) {
   for (const Case& c :
        {Case{Format::affine(4, 32), Layout::kn}, Case{Format::mxfp8(), Layout::kn},
         Case{Format::affine(3, 64), Layout::kn}, Case{Format::affine(2, 64), Layout::kn}}) {
-    // Past one 8192-column panel; 2-bit: 8240 ends in a part of a 64-column chunk (four
+    // Past one 8192-column panel (M = 1); 2-bit: 8240 ends in a part of a 64-column chunk (four
     // vectors of byte lanes)
     const int64_t N = c.format.bits == 3 ? 8256 : (c.format.bits == 2 ? 8240 : 8232), K = 128;
     const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 13);
     for (Isa isa : machine_isas()) {
       const cpu::ScopedIsa scoped(isa);
-      const test::Dense x = test::random_dense(DType::f32, 1, K, 14);
-      for (int threads : {1, 2, 5}) check(c, w, x, kernel_name("qmv_fused", isa), threads);
+      // 2..4 rows of x: panels of 4096 and 2048 columns, so several of them and a part; 7: two
+      // passes over W.
+      for (int64_t m : {1, 2, 3, 4, 7}) {
+        const test::Dense x = test::random_dense(DType::f32, m, K, 14 + static_cast<uint32_t>(m));
+        for (int threads : {1, 2, 5}) check(c, w, x, kernel_name("qmv_fused", isa), threads);
+      }
     }
   }
 }

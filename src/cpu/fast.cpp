@@ -184,31 +184,43 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
 // Zen 4's 32 KB one, where the sums fill L1 (AVX2: equal); 16384 tied on Zen 4 and lost on Zen 5
 // (docs/perf-cpu.md).
 //
-// W [K, N], M = 1: tasks are column panels (each read row by row, its sums in L1) times K
-// ranges when there are fewer panels than workers; partial sums of the K ranges are added.
-void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, float* y, int threads) {
-  const int workers = workers_for(threads, w.n * w.k);
-  const int64_t panel = kKnPanelCols;
+// W [K, N], M = 1..kKnMaxRows: tasks are column panels (each read row by row, the sums of every
+// row of x in L1: panels of kKnPanelCols / M columns) times K ranges when there are fewer panels
+// than workers; partial sums of the K ranges are added. Each decoded code serves all M rows
+// (the tiled path ran M = 2 at 3-4x the M = 1 time, docs/perf-cpu.md).
+void gemv_kn_pass(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+                  int threads) {
+  const int workers = workers_for(threads, w.n * w.k * m);
+  const int64_t panel = kKnPanelCols / (m == 1 ? 1 : m == 2 ? 2 : 4);
   const int64_t panels = (w.n + panel - 1) / panel;
-  const int64_t blocks = (w.k + 15) / 16;  // 16-row blocks share a scale row
+  const int64_t blocks = (w.k + 15) / 16;  // K ranges start on 16-row boundaries
   const int64_t parts = std::min<int64_t>(blocks, std::max<int64_t>(1, workers / panels));
   const int64_t per = (blocks + parts - 1) / parts;
   const int64_t len = kr.gemv_kn_ylen(w);
-  Buffer part((parts + 1) * len);
-  std::memset(part.get(), 0, static_cast<std::size_t>(parts * len) * sizeof(float));
+  Buffer part((parts * m + 1) * len);  // [part][row of x][len], then one row for the sum
+  std::memset(part.get(), 0, static_cast<std::size_t>(parts * m * len) * sizeof(float));
   parallel_for(panels * parts, workers, [&](int64_t t, int) {
     const int64_t p = t / panels, n0 = (t % panels) * panel;
     const int64_t k0 = p * per * 16;
-    kr.gemv_kn(w, x, part.get() + p * len, n0, std::min(w.n, n0 + panel), k0,
+    kr.gemv_kn(w, x, w.k, m, part.get() + p * m * len, len, n0, std::min(w.n, n0 + panel), k0,
                std::min(w.k, k0 + per * 16));
   });
-  float* sum = part.get() + parts * len;
-  for (int64_t n = 0; n < len; ++n) {
-    float s = 0;
-    for (int64_t i = 0; i < parts; ++i) s += part.get()[i * len + n];
-    sum[n] = s;
+  float* sum = part.get() + parts * m * len;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < len; ++n) {
+      float s = 0;
+      for (int64_t q = 0; q < parts; ++q) s += part.get()[(q * m + i) * len + n];
+      sum[n] = s;
+    }
+    kr.gemv_kn_finish(w, sum, y + i * w.n);
   }
-  kr.gemv_kn_finish(w, sum, y);
+}
+
+// More rows of x than one pass holds: passes of up to kKnMaxRows, each streaming W once.
+void gemv_kn(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+             int threads) {
+  for (int64_t i = 0; i < m; i += kKnMaxRows)
+    gemv_kn_pass(kr, w, x + i * w.k, std::min<int64_t>(kKnMaxRows, m - i), y + i * w.n, threads);
 }
 
 int64_t pack_min_rows(const IsaKernels& kr, Scheme s, Layout layout) {
@@ -288,11 +300,12 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
 
 void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m, float* y,
          int threads) {
+  if (path == Path::gemv && w.layout == Layout::kn) {
+    gemv_kn(kr, w, x, m, y, threads);
+    return;
+  }
   if (m == 1 && path == Path::gemv) {
-    if (w.layout == Layout::nk)
-      gemv_nk(kr, w, x, y, threads);
-    else
-      gemv_kn(kr, w, x, y, threads);
+    gemv_nk(kr, w, x, y, threads);
     return;
   }
   if (path == Path::gemv && w.layout == Layout::nk && m <= kGemvMaxRows) {
@@ -315,7 +328,9 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 }  // namespace
 
 int64_t fused_max_rows(const Format& f, Layout layout) {
-  if (layout == Layout::kn) return 1;
+  // [K, N]: two passes of kKnMaxRows rows of x ran M = 5..8 1.3-2.9x faster than the tiled
+  // path; at M = 12..16 the two were within this VM's spread (docs/perf-cpu.md).
+  if (layout == Layout::kn) return 2 * kKnMaxRows;
   switch (f.scheme) {
     case Scheme::q3_K:  // tiles of these cost the most to decode (high-bit planes)
     case Scheme::q5_K:

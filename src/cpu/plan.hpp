@@ -66,9 +66,11 @@ struct IsaKernels {
   // format's lane order (n0 a multiple of 32, n1 of 32 or N, k0 of 16; y has gemv_kn_ylen
   // floats); gemv_kn_finish turns their sum into y[0, N) (natural order, with the scales of
   // whole columns: fp8, the nvfp4 global scale). kKnPanelCols bounds n1 - n0.
+  // The same for m (1..kKnMaxRows) rows of x at once, ldx apart, into m partial rows ldy apart
+  // (n1 - n0 at most kKnPanelCols / m).
   int64_t (*gemv_kn_ylen)(const WeightPlan& w);
-  void (*gemv_kn)(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1, int64_t k0,
-                  int64_t k1);
+  void (*gemv_kn)(const WeightPlan& w, const float* x, int64_t ldx, int64_t m, float* y,
+                  int64_t ldy, int64_t n0, int64_t n1, int64_t k0, int64_t k1);
   void (*gemv_kn_finish)(const WeightPlan& w, const float* sum, float* y);
   // Tiles: decoded weights in f32, natural order, scales applied.
   //   nk: tile[r][0, kc) = W[n0 + r][k0, k0 + kc) for r < rows, zero in [kc, ld); k0 and kc
@@ -107,7 +109,8 @@ struct IsaKernels {
 
 inline constexpr int64_t kGemvXPad = 64;
 inline constexpr int kGemvMultiRows = 4;       // rows of x per pass of gemv_nk_multi
-inline constexpr int64_t kKnPanelCols = 8192;  // most columns per gemv_kn call (fast.cpp picks)
+inline constexpr int64_t kKnPanelCols = 8192;  // most columns x rows of x per gemv_kn call
+inline constexpr int kKnMaxRows = 4;           // rows of x per gemv_kn call
 
 // The kernels of each level (scalar is portable; the others exist in x86 builds).
 extern const IsaKernels kScalarKernels;

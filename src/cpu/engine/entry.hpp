@@ -12,8 +12,8 @@ void entry_gemv_nk(const WeightPlan& w, const float* xp, const float* xs, float*
                    int64_t n1, int64_t k0, int64_t k1);
 void entry_gemv_nk_multi(const WeightPlan& w, const float* const* xp, const float* const* xs, int m,
                          float* y, int64_t ldy, int64_t n0, int64_t n1);
-void entry_gemv_kn(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1,
-                   int64_t k0, int64_t k1);
+void entry_gemv_kn(const WeightPlan& w, const float* x, int64_t ldx, int64_t m, float* y,
+                   int64_t ldy, int64_t n0, int64_t n1, int64_t k0, int64_t k1);
 int64_t entry_gemv_kn_ylen(const WeightPlan& w);
 void entry_gemv_kn_finish(const WeightPlan& w, const float* sum, float* y);
 void entry_decode_nk(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,

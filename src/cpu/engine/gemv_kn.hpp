@@ -201,30 +201,35 @@ inline void kn_pairs2(const WeightPlan& w, const uint8_t* const* row, const floa
 // of the chunk's kCols: 64 columns for 2-bit affine on AVX-512, 32 otherwise). Each K-row's run
 // across the panel is read once, in address order, into sums held in L1; every block the
 // scales are applied once.
-template <Val kVal, int B, Sc kSc>
-inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1,
-                    int64_t k0, int64_t k1) {
+template <Val kVal, int B, Sc kSc, int MR>
+inline void kn_rows(const WeightPlan& w, const float* x, int64_t ldx, float* y, int64_t ldy,
+                    int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
   using C = KnChunk<kVal, B>;
   constexpr int P = C::P;
   constexpr int64_t kCols = C::kCols, kCB = kCols * B / 8;  // columns, code bytes per chunk
+  // K-rows per pass: fewer with more rows of x, whose broadcasts share the registers.
+  constexpr int kPass = MR <= 2 ? kKnPassRows : kKnPassRows / 2;
   const int64_t N = w.n, G = w.group;
   const int64_t c0 = n0 / kCols, c1 = (n1 + kCols - 1) / kCols;
-  alignas(64) float acc[kKnPanel + 4 * 16];
+  const int64_t ps = (c1 - c0) * kCols;  // sums of one row of x
+  alignas(64) float acc[kKnPanel + kKnMaxRows * 128];
   const int64_t span = kSc == Sc::affine ? G : kKnBlock;
   for (int64_t kb = k0, rows = 0; kb < k1; kb += rows) {
     rows = imin(span - kb % span, k1 - kb);  // to the end of kb's group
     const int64_t g = G ? kb / G : 0;
-    float xsum = 0;
-    for (int i = 0; i < rows; ++i) xsum += x[kb + i];
+    float xsum[MR] = {};
+    for (int m = 0; m < MR; ++m)
+      for (int i = 0; i < rows; ++i) xsum[m] += x[m * ldx + kb + i];
     // R rows per pass over the panel: one load and store of the sums serve R rows.
     auto pass = [&]<int R>(int i) {
       const uint8_t* row[R];
-      F xb[R];
+      F xb[MR][R];
       for (int r = 0; r < R; ++r) {
         row[r] = row_ptr(w, kb + i + r);
-        xb[r] = V::set1(x[kb + i + r]);
+        for (int m = 0; m < MR; ++m) xb[m][r] = V::set1(x[m * ldx + kb + i + r]);
       }
-      if constexpr (kPairLanes<C, R>) return kn_pairs2<R>(w, row, x + kb + i, acc, c0, c1, i == 0);
+      if constexpr (MR == 1 && kPairLanes<C, R>)
+        return kn_pairs2<R>(w, row, x + kb + i, acc, c0, c1, i == 0);
       for (int64_t c = c0; c < c1; ++c) {
         for (int r = 0; r < R; ++r) {
           const uint8_t* p = row[r] + c * kCB;
@@ -233,62 +238,87 @@ inline void kn_rows(const WeightPlan& w, const float* x, float* y, int64_t n0, i
         }
         F q[R][P];
         for (int r = 0; r < R; ++r) C::load(row[r], c * kCols, q[r]);
-        float* a = acc + (c - c0) * kCols;
-        for (int j = 0; j < P; ++j) {
-          F v = i == 0 ? V::mul(xb[0], q[0][j]) : V::fma(xb[0], q[0][j], V::load(a + j * W));
-          for (int r = 1; r < R; ++r) v = V::fma(xb[r], q[r][j], v);
-          V::store(a + j * W, v);
+        for (int m = 0; m < MR; ++m) {
+          float* a = acc + m * ps + (c - c0) * kCols;
+          for (int j = 0; j < P; ++j) {
+            F v =
+                i == 0 ? V::mul(xb[m][0], q[0][j]) : V::fma(xb[m][0], q[0][j], V::load(a + j * W));
+            for (int r = 1; r < R; ++r) v = V::fma(xb[m][r], q[r][j], v);
+            V::store(a + j * W, v);
+          }
         }
       }
     };
     int i = 0;
-    for (; i + kKnPassRows <= rows; i += kKnPassRows) pass.template operator()<kKnPassRows>(i);
+    for (; i + kPass <= rows; i += kPass) pass.template operator()<kPass>(i);
     for (; i < rows; ++i) pass.template operator()<1>(i);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t n = c * kCols;
       F s[P], b[P];
       kn_chunk_scales<kVal, B, kSc>(w, g, n, static_cast<int>(imin(kCols, N - n)), s, b);
-      const float* a = acc + (c - c0) * kCols;
-      float* yp = y + n;
-      for (int j = 0; j < P; ++j) {
-        F v = V::fma(s[j], V::load(a + j * W), V::load(yp + j * W));
-        if constexpr (kSc == Sc::affine) v = V::fma(b[j], V::set1(xsum), v);
-        V::store(yp + j * W, v);
+      for (int m = 0; m < MR; ++m) {
+        const float* a = acc + m * ps + (c - c0) * kCols;
+        float* yp = y + m * ldy + n;
+        for (int j = 0; j < P; ++j) {
+          F v = V::fma(s[j], V::load(a + j * W), V::load(yp + j * W));
+          if constexpr (kSc == Sc::affine) v = V::fma(b[j], V::set1(xsum[m]), v);
+          V::store(yp + j * W, v);
+        }
       }
     }
   }
 }
 
-inline void gemv_kn(const WeightPlan& w, const float* x, float* y, int64_t n0, int64_t n1,
-                    int64_t k0, int64_t k1) {
+template <int MR>
+inline void gemv_kn_rows(const WeightPlan& w, const float* x, int64_t ldx, float* y, int64_t ldy,
+                         int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
+  auto run = [&]<Val kVal, int B, Sc kSc>() {
+    kn_rows<kVal, B, kSc, MR>(w, x, ldx, y, ldy, n0, n1, k0, k1);
+  };
   switch (w.scheme) {
     case Scheme::affine:
       switch (w.bits) {
         case 2:
-          return kn_rows<Val::uint, 2, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 2, Sc::affine>();
         case 3:
-          return kn_rows<Val::uint, 3, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 3, Sc::affine>();
         case 4:
-          return kn_rows<Val::uint, 4, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 4, Sc::affine>();
         case 5:
-          return kn_rows<Val::uint, 5, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 5, Sc::affine>();
         case 6:
-          return kn_rows<Val::uint, 6, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 6, Sc::affine>();
         default:
-          return kn_rows<Val::uint, 8, Sc::affine>(w, x, y, n0, n1, k0, k1);
+          return run.template operator()<Val::uint, 8, Sc::affine>();
       }
     case Scheme::mxfp4:
-      return kn_rows<Val::e2m1, 4, Sc::e8m0>(w, x, y, n0, n1, k0, k1);
+      return run.template operator()<Val::e2m1, 4, Sc::e8m0>();
     case Scheme::mxfp8:
-      return kn_rows<Val::e4m3, 8, Sc::e8m0>(w, x, y, n0, n1, k0, k1);
+      return run.template operator()<Val::e4m3, 8, Sc::e8m0>();
     case Scheme::nvfp4:
-      return kn_rows<Val::e2m1, 4, Sc::e4m3>(w, x, y, n0, n1, k0, k1);
+      return run.template operator()<Val::e2m1, 4, Sc::e4m3>();
     case Scheme::fp8_e4m3:
-      return kn_rows<Val::e4m3, 8, Sc::f32>(w, x, y, n0, n1, k0, k1);
+      return run.template operator()<Val::e4m3, 8, Sc::f32>();
     case Scheme::fp8_e5m2:
-      return kn_rows<Val::e5m2, 8, Sc::f32>(w, x, y, n0, n1, k0, k1);
+      return run.template operator()<Val::e5m2, 8, Sc::f32>();
     default:
       return;  // GGUF has no [K, N] layout
+  }
+}
+
+// m (1..kKnMaxRows) rows of x (leading dimension ldx) into m partial rows of y (ldy apart);
+// n1 - n0 at most kKnPanel / m (the sums of every row stay in L1).
+inline void gemv_kn(const WeightPlan& w, const float* x, int64_t ldx, int64_t m, float* y,
+                    int64_t ldy, int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
+  switch (m) {
+    case 1:
+      return gemv_kn_rows<1>(w, x, ldx, y, ldy, n0, n1, k0, k1);
+    case 2:
+      return gemv_kn_rows<2>(w, x, ldx, y, ldy, n0, n1, k0, k1);
+    case 3:
+      return gemv_kn_rows<3>(w, x, ldx, y, ldy, n0, n1, k0, k1);
+    default:
+      return gemv_kn_rows<4>(w, x, ldx, y, ldy, n0, n1, k0, k1);
   }
 }
 
