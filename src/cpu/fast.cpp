@@ -179,15 +179,11 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
   }
 }
 
-// Columns per [K, N] GEMV task (kKnPanelCols): 8192 f32 running sums (32 KB). Wider panels
-// read longer runs of each row: 8192 beat 4096 by 3-15% on Zen 5's 48 KB L1 and by 1.1-1.4x on
-// Zen 4's 32 KB one, where the sums fill L1 (AVX2: equal); 16384 tied on Zen 4 and lost on Zen 5
-// (docs/perf-cpu.md).
-//
 // W [K, N], M = 1..kKnMaxRows: tasks are column panels (each read row by row, the sums of every
-// row of x in L1: panels of kKnPanelCols / M columns) times K ranges when there are fewer panels
-// than workers; partial sums of the K ranges are added. Each decoded code serves all M rows
-// (the tiled path ran M = 2 at 3-4x the M = 1 time, docs/perf-cpu.md).
+// row of x in L1: panels of kKnPanelCols / M columns, why 8192 in engine/gemv_kn.hpp) times K
+// ranges when there are fewer panels than workers; partial sums of the K ranges are added. Each
+// decoded code serves all M rows (the tiled path ran M = 2 at 3-4x the M = 1 time,
+// docs/perf-cpu.md).
 void gemv_kn_pass(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                   int threads) {
   const int workers = workers_for(threads, w.n * w.k * m);

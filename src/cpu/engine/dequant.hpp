@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "cpu/engine/gguf_dot.hpp"  // nib_minus16
-#include "cpu/engine/tile.hpp"      // with_packed
+#include "cpu/engine/tile.hpp"
 
 namespace quanta::cpu::QUANTA_ISA {
 

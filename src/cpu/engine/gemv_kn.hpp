@@ -272,38 +272,9 @@ inline void kn_rows(const WeightPlan& w, const float* x, int64_t ldx, float* y, 
 template <int MR>
 inline void gemv_kn_rows(const WeightPlan& w, const float* x, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1, int64_t k0, int64_t k1) {
-  auto run = [&]<Val kVal, int B, Sc kSc>() {
+  with_packed(w, [&]<Val kVal, int B, Sc kSc>() {  // GGUF has no [K, N] layout
     kn_rows<kVal, B, kSc, MR>(w, x, ldx, y, ldy, n0, n1, k0, k1);
-  };
-  switch (w.scheme) {
-    case Scheme::affine:
-      switch (w.bits) {
-        case 2:
-          return run.template operator()<Val::uint, 2, Sc::affine>();
-        case 3:
-          return run.template operator()<Val::uint, 3, Sc::affine>();
-        case 4:
-          return run.template operator()<Val::uint, 4, Sc::affine>();
-        case 5:
-          return run.template operator()<Val::uint, 5, Sc::affine>();
-        case 6:
-          return run.template operator()<Val::uint, 6, Sc::affine>();
-        default:
-          return run.template operator()<Val::uint, 8, Sc::affine>();
-      }
-    case Scheme::mxfp4:
-      return run.template operator()<Val::e2m1, 4, Sc::e8m0>();
-    case Scheme::mxfp8:
-      return run.template operator()<Val::e4m3, 8, Sc::e8m0>();
-    case Scheme::nvfp4:
-      return run.template operator()<Val::e2m1, 4, Sc::e4m3>();
-    case Scheme::fp8_e4m3:
-      return run.template operator()<Val::e4m3, 8, Sc::f32>();
-    case Scheme::fp8_e5m2:
-      return run.template operator()<Val::e5m2, 8, Sc::f32>();
-    default:
-      return;  // GGUF has no [K, N] layout
-  }
+  });
 }
 
 // m (1..kKnMaxRows) rows of x (leading dimension ldx) into m partial rows of y (ldy apart);

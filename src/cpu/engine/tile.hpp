@@ -120,40 +120,6 @@ inline void decode_kn_rows(const WeightPlan& w, int64_t k0, int64_t rows, int64_
   }
 }
 
-// Calls fn.template operator()<kVal, B, kSc>() for a packed (non-GGUF) scheme.
-template <class Fn>
-inline void with_packed(const WeightPlan& w, Fn&& fn) {
-  switch (w.scheme) {
-    case Scheme::affine:
-      switch (w.bits) {
-        case 2:
-          return fn.template operator()<Val::uint, 2, Sc::affine>();
-        case 3:
-          return fn.template operator()<Val::uint, 3, Sc::affine>();
-        case 4:
-          return fn.template operator()<Val::uint, 4, Sc::affine>();
-        case 5:
-          return fn.template operator()<Val::uint, 5, Sc::affine>();
-        case 6:
-          return fn.template operator()<Val::uint, 6, Sc::affine>();
-        default:
-          return fn.template operator()<Val::uint, 8, Sc::affine>();
-      }
-    case Scheme::mxfp4:
-      return fn.template operator()<Val::e2m1, 4, Sc::e8m0>();
-    case Scheme::mxfp8:
-      return fn.template operator()<Val::e4m3, 8, Sc::e8m0>();
-    case Scheme::nvfp4:
-      return fn.template operator()<Val::e2m1, 4, Sc::e4m3>();
-    case Scheme::fp8_e4m3:
-      return fn.template operator()<Val::e4m3, 8, Sc::f32>();
-    case Scheme::fp8_e5m2:
-      return fn.template operator()<Val::e5m2, 8, Sc::f32>();
-    default:
-      return;
-  }
-}
-
 inline void decode_nk(const WeightPlan& w, int64_t n0, int64_t rows, int64_t k0, int64_t kc,
                       float* tile, int64_t ld) {
   if (is_gguf(w.scheme)) {
