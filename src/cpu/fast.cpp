@@ -182,7 +182,7 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
 // W [K, N], M = 1..kKnMaxRows: tasks are column panels (each read row by row, the sums of every
 // row of x in L1: panels of kKnPanelCols / M columns, why 8192 in engine/gemv_kn.hpp) times K
 // ranges when there are fewer panels than workers; partial sums of the K ranges are added. Each
-// decoded code serves all M rows (the tiled path ran M = 2 at 3-4x the M = 1 time,
+// decoded code serves all M rows (the tiled path ran M = 2..4 at 10-15x the M = 1 time,
 // docs/perf-cpu.md).
 void gemv_kn_pass(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                   int threads) {

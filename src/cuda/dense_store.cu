@@ -11,6 +11,7 @@ namespace quanta::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;  // a grid-stride loop: enough blocks to fill any GPU
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
@@ -27,7 +28,7 @@ void store_from_f32(const float* src, MatrixView dst, const Context& ctx) {
   const int64_t count = dst.rows * dst.cols;
   if (count == 0) return;
   const auto grid =
-      static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, 132 * 16));
+      static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, kMaxBlocks));
   const cudaStream_t stream = stream_of(ctx);
   switch (dst.dtype) {
     case DType::f16:
