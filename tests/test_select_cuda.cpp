@@ -208,7 +208,17 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
     for (int64_t m : {9, 64, 257, 4096})
       EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 64, 512, Layout::kn)), "qmm_affine_repack")
           << dtype_name(t) << " M=" << m;
-  EXPECT_EQ(pick(affine_problem(8, DType::f16, 4, 64, 64, 512, Layout::kn)), "qvm_affine");
+  // Below M = 9 the copy takes over where it measured faster: 2/4-bit from M = 6, 8-bit at M = 8,
+  // f16/bf16 only.
+  for (DType t : kAllDTypes)
+    for (int b : {2, 3, 4, 8})
+      for (int64_t m = 1; m <= 8; ++m) {
+        const bool half = t != DType::f32;
+        const bool repack = half && (((b == 2 || b == 4) && m >= 6) || (b == 8 && m == 8));
+        EXPECT_EQ(pick(affine_problem(m, t, b, 64, 64, 512, Layout::kn)),
+                  repack ? "qmm_affine_repack" : "qvm_affine")
+            << dtype_name(t) << " " << b << "-bit M=" << m;
+      }
   Problem stack = affine_problem(9, DType::f16, 4, 64, 64, 512, Layout::kn);
   stack.batch = 4;
   EXPECT_EQ(pick(stack), "matmul_generic");

@@ -6,11 +6,14 @@
 // cores) keeps the smallest M, dequantize + cuBLAS is no longer needed for [K, N]. Weights that
 // are multiplied often are better stored [N, K] once (quantize with Layout::nk).
 //
-// Codes: a CTA transposes a tile of 128 K-rows x 128 columns through shared memory, one byte a
-// code: its 256 threads read the tile's 32-code chunks of each K-row (four adjacent chunks, 16·BITS
-// bytes a row), then write each column's 128 codes as 4·BITS consecutive words of its [N, K] row,
-// consecutive threads taking consecutive words (whole sectors both ways). Scales and biases: a
-// 32 x 32 tile transpose.
+// Codes of 2, 4 and 8 bits: a 32-bit word holds W = 32 / BITS codes, so a block of W K-rows x one
+// word of columns is a W x W matrix of codes that transposes in registers (log2 W rounds of
+// masked swaps) into W words of [N, K] rows. A CTA stages 128-256 K-rows x 32 words through
+// shared memory (rotated slots, so that both the row-wise stores and the block-wise loads meet 32
+// banks); consecutive threads take consecutive blocks of one column, so each warp writes 128
+// contiguous bytes of an [N, K] row. 3, 5 and 6 bits (codes across words) take a byte tile: one
+// code per byte, 128 x 128 codes, each word of the [N, K] rows gathered from the bytes it covers.
+// Scales and biases: transpose_pair.
 #include <algorithm>
 #include <cstdint>
 
@@ -19,6 +22,7 @@
 #include "cuda/common.cuh"
 #include "cuda/families.hpp"
 #include "cuda/runtime.cuh"
+#include "cuda/transpose.cuh"
 #include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
@@ -34,12 +38,94 @@ struct RepackArgs {
   int32_t n, k;
 };
 
+// The word tile for BITS in {2, 4, 8}.
 template <int BITS>
-__global__ void __launch_bounds__(kThreads) repack_codes_kernel(const RepackArgs a) {
+struct WordTile {
+  static constexpr int kCodes = 32 / BITS;                // W: codes per word
+  static constexpr int kBlocks = kCodes == 16 ? 16 : 32;  // W-row blocks of K per tile
+  static constexpr int kRows = kBlocks * kCodes;          // K-rows per tile: 128, 256, 256
+  static constexpr int kWords = 32;                       // words of each K-row per tile
+  static constexpr int kStride = 32 / kBlocks;
+  // The shared slot of word c of the tile's K-row r: rotated by r and its block so that a
+  // warp's 32 words of one row, and 32 lanes' words of consecutive blocks, take 32 banks.
+  __device__ static int slot(int r, int c) { return (c + r + kStride * (r / kCodes)) & 31; }
+};
+
+// The W-bit mask of the code columns c with (c & h) == 0 (h codes of BITS bits set, h clear ...).
+template <int BITS>
+constexpr uint32_t low_half_mask(int h) {
+  uint32_t m = 0;
+  for (int c = 0; c < 32 / BITS; ++c)
+    if ((c & h) == 0) m |= ((1u << BITS) - 1u) << (c * BITS);
+  return m;
+}
+
+// w[r] holds codes (r, 0..W-1) of a W x W block, code c at bit c·BITS; afterwards w[c] holds
+// (0..W-1, c). Each round swaps the off-diagonal h x h quarters of every 2h x 2h block.
+template <int BITS>
+__device__ __forceinline__ void transpose_codes(uint32_t (&w)[32 / BITS]) {
+  constexpr int kW = 32 / BITS;
+#pragma unroll
+  for (int h = kW / 2; h >= 1; h /= 2) {
+    const uint32_t mask = low_half_mask<BITS>(h);
+    const int shift = h * BITS;
+#pragma unroll
+    for (int r = 0; r < kW; ++r)
+      if ((r & h) == 0) {
+        const uint32_t t = ((w[r] >> shift) ^ w[r + h]) & mask;
+        w[r + h] ^= t;
+        w[r] ^= t << shift;
+      }
+  }
+}
+
+// Tiles are numbered over a flat grid (column tiles fastest), so no grid dimension limits N or K.
+template <int BITS>
+__global__ void __launch_bounds__(kThreads) repack_words_kernel(const RepackArgs a, int col_tiles) {
+  using T = WordTile<BITS>;
+  constexpr int kW = T::kCodes;
+  __shared__ uint32_t tile[T::kRows][T::kWords];
+  const int words_kn = a.n / kW, words_nk = a.k / kW;  // words per stored row
+  const int cw0 = static_cast<int>(blockIdx.x) % col_tiles * T::kWords;
+  const int k0 = static_cast<int>(blockIdx.x) / col_tiles * T::kRows;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const auto* src = reinterpret_cast<const uint32_t*>(a.codes_kn);
+  auto* dst = reinterpret_cast<uint32_t*>(a.codes_nk);
+  // Warp w loads K-rows w, w + 8, ...: one word per lane, 128 contiguous bytes per row; all of a
+  // thread's loads are issued before the first store.
+  constexpr int kLoads = T::kRows / (kThreads / 32);
+  uint32_t v[kLoads];
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int k = k0 + warp + 8 * i, cw = cw0 + lane;
+    v[i] = k < a.k && cw < words_kn ? src[static_cast<int64_t>(k) * words_kn + cw] : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int r = warp + 8 * i;
+    tile[r][T::slot(r, lane)] = v[i];
+  }
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < T::kBlocks * T::kWords; j += kThreads) {
+    const int kb = j % T::kBlocks, c = j / T::kBlocks;
+    const int k = k0 + kb * kW, cw = cw0 + c;
+    if (k >= a.k || cw >= words_kn) continue;  // K % 32 == 0: blocks are whole
+    uint32_t w[kW];
+#pragma unroll
+    for (int r = 0; r < kW; ++r) w[r] = tile[kb * kW + r][T::slot(kb * kW + r, c)];
+    transpose_codes<BITS>(w);
+#pragma unroll
+    for (int e = 0; e < kW; ++e) dst[static_cast<int64_t>(cw * kW + e) * words_nk + k / kW] = w[e];
+  }
+}
+
+template <int BITS>
+__global__ void __launch_bounds__(kThreads) repack_bytes_kernel(const RepackArgs a, int col_tiles) {
   // tile[r][c]: the code of K-row k0 + r, column n0 + c, one byte each; rows padded to 33 words
   // so that the chunk writes meet 32 banks.
   __shared__ __align__(4) uint8_t tile[kTileK][kTileN + 4];
-  const int n0 = static_cast<int>(blockIdx.x) * kTileN, k0 = static_cast<int>(blockIdx.y) * kTileK;
+  const int n0 = static_cast<int>(blockIdx.x) % col_tiles * kTileN;
+  const int k0 = static_cast<int>(blockIdx.x) / col_tiles * kTileK;
   constexpr int kChunks = kTileN / 32;  // per K-row of the tile: 16·BITS contiguous bytes
   for (int i = static_cast<int>(threadIdx.x); i < kTileK * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
@@ -78,26 +164,6 @@ __global__ void __launch_bounds__(kThreads) repack_codes_kernel(const RepackArgs
   }
 }
 
-// dst[c][r] = src[r][c] for an R x C matrix of E (scales: R = K / G, C = N), z: scales, biases.
-template <class E>
-__global__ void transpose_kernel(const E* src0, const E* src1, E* dst0, E* dst1, int rows,
-                                 int cols) {
-  __shared__ E tile[32][33];
-  const E* src = blockIdx.z ? src1 : src0;
-  E* dst = blockIdx.z ? dst1 : dst0;
-  const int c0 = static_cast<int>(blockIdx.x) * 32, r0 = static_cast<int>(blockIdx.y) * 32;
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  for (int i = ty; i < 32; i += 8) {
-    const int r = r0 + i, c = c0 + tx;
-    if (r < rows && c < cols) tile[i][tx] = src[static_cast<int64_t>(r) * cols + c];
-  }
-  __syncthreads();
-  for (int i = ty; i < 32; i += 8) {
-    const int c = c0 + i, r = r0 + tx;
-    if (r < rows && c < cols) dst[static_cast<int64_t>(c) * rows + r] = tile[tx][i];
-  }
-}
-
 std::size_t round_up_256(std::size_t v) {
   return (v + 255) / 256 * 256;
 }
@@ -109,8 +175,22 @@ std::string qmm_affine_repack_supports(const Problem& p) {
   if (p.layout != Layout::kn)
     return "needs the [K, N] layout (it runs the [N, K] kernels on a transposed copy)";
   if (p.batch != 1) return "one matrix (no expert stack)";
+  // Below M = 9 qvm_affine reads [K, N] directly. The copy repays itself sooner where the word
+  // tile transposes the codes and a tensor-core [N, K] kernel follows (H200, qvm_affine time /
+  // this path's over three shapes: 2/4-bit M = 4 0.75-1.32x, M = 6 1.11-2.06x; 8-bit M = 6
+  // 0.80-1.10x, M = 8 1.04-1.10x); f32 x (CUDA-core qmv_affine_f32 after the copy) and 3/5/6-bit
+  // (byte tile) lose at every M <= 8 (0.18-0.81x; docs/PERF.md).
+  if (p.m < 9) {
+    const int b = p.format.bits;
+    const bool half = p.dtype == DType::f16 || p.dtype == DType::bf16;
+    if (!half || !((b == 2 || b == 4) && p.m >= 6) && !(b == 8 && p.m >= 8))
+      return "M < 9 only for 2/4-bit codes from M = 6 and 8-bit from M = 8, f16/bf16 x "
+             "(qvm_affine is faster below)";
+  }
   if (p.n % 32 != 0)
     return "needs N % 32 == 0 (whole 32-code chunks per K-row), N = " + std::to_string(p.n);
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.n * p.k / (kTileK * kTileN) >= INT32_MAX)
+    return "needs N and K in int32 and N * K < 2^45 (the transpose's flat grid)";
   return {};
 }
 
@@ -142,25 +222,28 @@ void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_
   a.k = static_cast<int32_t>(w.k);
   a.row_kn = static_cast<int64_t>(fp.code_bytes) / w.k;
   a.row_nk = static_cast<int64_t>(fp.code_bytes) / w.n;
-  const dim3 grid(static_cast<unsigned>((w.n + kTileN - 1) / kTileN),
-                  static_cast<unsigned>((w.k + kTileK - 1) / kTileK));
   dispatch_value<kAffineBitsList>(w.format.bits, [&]<int BITS>() {
-    repack_codes_kernel<BITS><<<grid, kThreads, 0, stream>>>(a);
+    // Tiles of (K-rows x columns): the word tile's for 2, 4, 8 bits, 128 x 128 codes otherwise.
+    constexpr bool kWords = BITS == 2 || BITS == 4 || BITS == 8;
+    int64_t tile_k = kTileK, tile_n = kTileN;
+    if constexpr (kWords) {
+      tile_k = WordTile<BITS>::kRows;
+      tile_n = int64_t{WordTile<BITS>::kWords} * WordTile<BITS>::kCodes;
+    }
+    const int64_t col_tiles = (w.n + tile_n - 1) / tile_n, row_tiles = (w.k + tile_k - 1) / tile_k;
+    const auto grid = static_cast<unsigned>(col_tiles * row_tiles);  // < 2^31: see supports
+    if constexpr (kWords)
+      repack_words_kernel<BITS><<<grid, kThreads, 0, stream>>>(a, static_cast<int>(col_tiles));
+    else
+      repack_bytes_kernel<BITS><<<grid, kThreads, 0, stream>>>(a, static_cast<int>(col_tiles));
     QUANTA_CUDA_CHECK_LAUNCH();
   });
-  const int rows = static_cast<int>(w.k / w.format.group_size), cols = static_cast<int>(w.n);
-  const dim3 tgrid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32),
-                   2);
-  auto transpose = [&]<class E>() {
-    transpose_kernel<E><<<tgrid, dim3(32, 8), 0, stream>>>(
-        reinterpret_cast<const E*>(w.scales), reinterpret_cast<const E*>(w.biases),
-        reinterpret_cast<E*>(t.scales), reinterpret_cast<E*>(t.biases), rows, cols);
-    QUANTA_CUDA_CHECK_LAUNCH();
-  };
+  // MLX stores the [K, N] side arrays [K/G, N]; the [N, K] kernels read [N, K/G].
+  const int64_t groups = w.k / w.format.group_size;
   if (sd == 4)
-    transpose.template operator()<uint32_t>();
+    transpose_pair<uint32_t>(w.scales, w.biases, t.scales, t.biases, groups, w.n, stream);
   else
-    transpose.template operator()<uint16_t>();
+    transpose_pair<uint16_t>(w.scales, w.biases, t.scales, t.biases, groups, w.n, stream);
 
   Context inner = ctx;
   inner.kernel = "auto";

@@ -1,5 +1,5 @@
-// qmm_affine_wgmma: the launcher, its `supports` rule, the scale transpose it needs and the
-// choice of token tile. Design: qmm_affine_wgmma.cuh; CUTLASS instances: qmm_affine_wgmma_*.cu.
+// qmm_affine_wgmma: the launcher, its `supports` rule and the choice of token tile. Design:
+// qmm_affine_wgmma.cuh; CUTLASS instances: qmm_affine_wgmma_*.cu.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_wgmma.cuh"
 #include "cuda/runtime.cuh"
+#include "cuda/transpose.cuh"
 #include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
@@ -23,53 +24,6 @@ QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 4)
 QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 8)
 
 namespace {
-
-// The scale transpose's tile: 32 groups x 64 rows of W, blocks of 32 x 8 threads.
-constexpr int kTransposeGroups = 32, kTransposeRows = 64;
-
-// [N, G] -> [G, N] for scales and biases together (2-byte elements), through padded shared tiles
-// so that both the reads and the writes are coalesced. Each thread keeps all 16 of its loads in
-// flight at once: a loop of dependent load -> shared store rounds, one array and 32 rows per
-// block, left the H200 latency-bound (10.3 us for int4 g64 14336 x 5120's 4.6 MB, docs/PERF.md).
-__global__ void __launch_bounds__(kTransposeGroups * 8)
-    transpose_scales(const uint16_t* __restrict__ scales, const uint16_t* __restrict__ biases,
-                     uint16_t* __restrict__ scales_t, uint16_t* __restrict__ biases_t, int n,
-                     int groups) {
-  constexpr int kRows = kTransposeRows / 8;      // rows of W each thread loads
-  constexpr int kGroups = kTransposeGroups / 8;  // groups each thread stores
-  __shared__ uint16_t tile[2][kTransposeRows][kTransposeGroups + 1];
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  const int g0 = static_cast<int>(blockIdx.x) * kTransposeGroups;
-  const int n0 = static_cast<int>(blockIdx.y) * kTransposeRows;
-  uint16_t v[2][kRows];
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int row = n0 + ty + 8 * i, g = g0 + tx;
-    const bool in = row < n && g < groups;
-    const int64_t at = static_cast<int64_t>(row) * groups + g;
-    v[0][i] = in ? scales[at] : uint16_t{0};
-    v[1][i] = in ? biases[at] : uint16_t{0};
-  }
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    tile[0][ty + 8 * i][tx] = v[0][i];
-    tile[1][ty + 8 * i][tx] = v[1][i];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kGroups; ++i) {
-    const int g = g0 + ty + 8 * i;
-#pragma unroll
-    for (int h = 0; h < kTransposeRows; h += 32) {
-      const int row = n0 + h + tx;
-      if (row < n && g < groups) {
-        const int64_t at = static_cast<int64_t>(g) * n + row;
-        scales_t[at] = tile[0][h + tx][ty + 8 * i];
-        biases_t[at] = tile[1][h + tx][ty + 8 * i];
-      }
-    }
-  }
-}
 
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
 // 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
@@ -113,8 +67,6 @@ std::string qmm_affine_wgmma_supports(const Problem& p) {
   if (p.dtype == DType::f32) return "f16/bf16 activations only (wgmma on 16-bit operands)";
   if (p.batch != 1) return "one matrix (no expert stack)";
   if (p.n % 8 != 0) return "needs N % 8 == 0 (16-byte rows of y and of the scales for TMA)";
-  if (p.n > int64_t{65535} * kTransposeRows)
-    return "needs N <= 4194240 (the scale transpose's grid)";
   if (p.k > std::numeric_limits<int32_t>::max() || p.m > std::numeric_limits<int32_t>::max())
     return "M and K must fit in int32";
 #ifndef QUANTA_CUDA_SM90A
@@ -138,12 +90,9 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
   auto* scales_t = static_cast<uint16_t*>(stream_scratch(
       stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
-  const dim3 grid((groups + kTransposeGroups - 1) / kTransposeGroups,
-                  (n + kTransposeRows - 1) / kTransposeRows);
-  transpose_scales<<<grid, dim3(kTransposeGroups, 8), 0, stream>>>(
-      reinterpret_cast<const uint16_t*>(w.scales), reinterpret_cast<const uint16_t*>(w.biases),
-      scales_t, scales_t + static_cast<int64_t>(n) * groups, n, groups);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  // CUTLASS reads the scales and biases [K/G, N]; MLX stores them [N, K/G].
+  transpose_pair<uint16_t>(w.scales, w.biases, scales_t,
+                           scales_t + static_cast<int64_t>(n) * groups, n, groups, stream);
 
   WgmmaArgs a{};
   a.codes = w.codes;

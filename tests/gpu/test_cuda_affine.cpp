@@ -200,12 +200,14 @@ TEST_P(CudaAffine, DequantizeThenCublas) {
   }
 }
 
-// [K, N] weights through a transposed [N, K] copy: whole and partial 64 x 128 transpose tiles
-// (K not a multiple of 64, N not of 128), M from the decode range to the wgmma one, every dtype.
+// [K, N] weights through a transposed [N, K] copy: whole and partial transpose tiles (128 x 128
+// codes for 3/5/6 bits; 128-256 K-rows x 128-512 columns for 2/4/8), one tile and several in each
+// direction, M from the decode range to the wgmma one, every dtype.
 TEST_P(CudaAffine, RepackedKnRunsTheNkKernels) {
   const auto [bits, group] = GetParam();
   for (DType t : kAllDTypes)
-    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{128, 512}, {160, 3 * group}}) {
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{128, 512}, {160, 3 * group}, {544, 640}}) {
       const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::kn, 25);
       const QuantizedMatrix w = to_device(hw);
       for (int64_t m : {1, 2, 9, 33, 300})
