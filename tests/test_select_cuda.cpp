@@ -236,7 +236,9 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         p.k = 1024;
         EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
         if (f.scheme != Scheme::affine) {
-          EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
+          const Family fam = f.info().family;
+          const bool scaled = (fam == Family::microscaled || fam == Family::fp8) && m <= 32;
+          EXPECT_EQ(pick(p), scaled ? "qmv_scaled" : "qmm_generic_dq") << f.name() << " M=" << m;
           p.layout = Layout::kn;
           if (f.info().kn_layout) {
             EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
@@ -250,6 +252,19 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine" : "dequantize_generic")
             << f.name();
       }
+  // qmv_scaled reads whole 16-byte chunks: nvfp4 with K % 32 == 16 and fp8 with K % 16 != 0 keep
+  // dequantize + cuBLAS.
+  Problem p = affine_problem(1, DType::f16);
+  p.format = Format::nvfp4();
+  p.k = 48;
+  EXPECT_EQ(pick(p), "qmm_generic_dq");
+  p.k = 64;
+  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.format = Format::fp8_e4m3(Granularity::channel);
+  p.k = 40;
+  EXPECT_EQ(pick(p), "qmm_generic_dq");
+  p.k = 48;
+  EXPECT_EQ(pick(p), "qmv_scaled");
 }
 
 TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {

@@ -24,6 +24,8 @@ for s in $steps; do
       f="$f:All/CudaGeneric.*/q4_K:All/CudaGeneric.*/affine_3b_g32:All/CudaGeneric.*/nvfp4"
       f="$f:All/CudaQuantize.*/affine_4b_g64:All/CudaQuantize.*/mxfp4:All/CudaQuantize.*/nvfp4"
       f="$f:All/CudaAffine.IntegerMmaQmv/b4_g64:All/CudaAffine.IntegerMmaQmv/b2_g32:All/CudaAffine.IntegerMmaQmv/b5_g128:All/CudaAffine.RegisterDirectQmv/b3_g64:All/CudaAffine.IntegerMmaSmallM/b4_g64:All/CudaAffine.IntegerMmaSmallM/b8_g128:All/CudaAffine.DequantizeThenCublas/b4_g64:CudaAffineDq.*:CudaDequantize.*:All/CudaAffine.WgmmaKernel/b4_g64:All/CudaAffine.RegisterFedQmm/b4_g64"
+      f="$f:All/CudaGeneric.ScaledGemv/mxfp4:All/CudaGeneric.ScaledGemv/nvfp4:All/CudaGeneric.ScaledGemv/mxfp8:All/CudaGeneric.ScaledGemv/e4m3_channel"
+      f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b2_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b8_g128"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b4_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b3_g32:All/CudaAffine.RegisterFedQmm/b2_g32:All/CudaAffine.RegisterFedQmm/b3_g64:All/CudaAffine.RegisterFedQmm/b6_g32:All/CudaAffine.RegisterFedQmm/b8_g64"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
         --gtest_filter="$f" >"$OUT/sanitizer.log" 2>&1
@@ -64,6 +66,9 @@ for s in $steps; do
       done
       ;;
     dq)  # dequantize + cuBLAS for the other formats and for f32 activations, against matmul_generic
+      f=mxfp4,nvfp4,mxfp8,e4m3-channel
+      timeout 200 "$P" --formats $f --m 1,2,4,8,16,32 --dtypes bf16,f16 --check >"$OUT/probe_scaled.log" 2>&1
+      echo "probe scaled rc=$?"; cat "$OUT/probe_scaled.log"
       f=mxfp4,nvfp4,mxfp8,e4m3-channel,q4_0,q4_K,q6_K
       timeout 200 "$P" --formats $f --shapes 14336x5120 --m 1,2,4,8,16,64,512 --dtypes bf16 --check \
         >"$OUT/probe_dq.log" 2>&1

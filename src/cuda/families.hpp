@@ -69,6 +69,12 @@ std::string qmm_generic_dq_supports(const Problem& p);
 void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                     MatrixView y, const Context& ctx);
 
+// qmv_scaled.cu: mxfp4, nvfp4, mxfp8 and fp8 nk, any dtype, small M: CUDA cores, each code read
+// once per four rows of x.
+std::string qmv_scaled_supports(const Problem& p);
+void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                MatrixView y, const Context& ctx);
+
 // qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.
 std::string qmm_affine_wgmma_supports(const Problem& p);

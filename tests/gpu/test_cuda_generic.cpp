@@ -2,6 +2,7 @@
 // M in {1, 2, 3, 7, 33}; gather with a stack of experts; dequantize byte-equal to the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +47,26 @@ TEST_P(CudaGeneric, MatmulMatchesOracle) {
   if (f.info().kn_layout)
     for (DType t : kAllDTypes)
       for (int64_t m : {1, 3}) check(f, t, Layout::kn, m, 64, k, "matmul_generic");
+}
+
+// qmv_scaled (microscaled and fp8 [N, K], CUDA cores): M in one pass of up to four rows of x,
+// several, and a partial last one; N not a multiple of a warp's 4 rows or a CTA's 16; K of 33-34
+// chunks (lanes 0-1 take two, the others one) and of 256 (eight each); every dtype; nvfp4 with and
+// without its global scale (odd seeds set one).
+TEST_P(CudaGeneric, ScaledGemv) {
+  const Format f = GetParam();
+  const Family fam = f.info().family;
+  if (fam != Family::microscaled && fam != Family::fp8)
+    GTEST_SKIP() << "qmv_scaled serves the microscaled and fp8 formats";
+  // Codes per 16-byte chunk; K in whole groups (mxfp8's group of 32 spans two chunks).
+  const int64_t chunk = f.bits == 4 ? 32 : 16, unit = std::max<int64_t>(chunk, f.group_size);
+  const int64_t ragged = (33 * chunk + unit - 1) / unit * unit;  // 33 or 34 chunks
+  for (DType t : kAllDTypes) {
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 29})
+      check(f, t, Layout::nk, m, 37, ragged, "qmv_scaled");
+    check(f, t, Layout::nk, 2, 100, 256 * chunk, "qmv_scaled");
+    check(f, t, Layout::nk, 1, 3, unit, "qmv_scaled");
+  }
 }
 
 // Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
