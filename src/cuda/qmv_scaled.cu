@@ -31,6 +31,7 @@ namespace {
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRows = 4;      // rows of W per warp
 constexpr int kMaxRowsX = 4;  // rows of x per pass over W
+constexpr int kRowsXChoices[] = {1, 2, 3, 4};
 
 struct ScaledArgs {
   const uint8_t* codes;   // [N][row_bytes]
@@ -267,16 +268,7 @@ void launch(const ScaledArgs& a, cudaStream_t stream) {
     qmv_scaled_kernel<T, S, MR><<<grid, kThreads, 0, stream>>>(a);
     QUANTA_CUDA_CHECK_LAUNCH();
   };
-  switch (mr) {
-    case 1:
-      return go.template operator()<1>();
-    case 2:
-      return go.template operator()<2>();
-    case 3:
-      return go.template operator()<3>();
-    default:
-      return go.template operator()<4>();
-  }
+  dispatch_value<kRowsXChoices>(mr, go);
 }
 
 // nvfp4 reads a chunk's two scale bytes as one u16, fp8 an f32 per row.
