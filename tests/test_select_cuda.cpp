@@ -246,7 +246,9 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           p.layout = Layout::nk;
         }
         p.op = Op::gather_matmul;
-        EXPECT_EQ(pick(p), "gather_matmul_generic") << f.name();
+        const Family fam = f.info().family;
+        const bool scaled = fam == Family::microscaled || fam == Family::fp8;
+        EXPECT_EQ(pick(p), scaled ? "gather_qmv_scaled" : "gather_matmul_generic") << f.name();
         p.op = Op::dequantize;
         p.m = 0;
         EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine" : "dequantize_generic")

@@ -105,8 +105,11 @@ inline QuantizedMatrix host_weights(const Format& f, DType t, int64_t n, int64_t
   QuantizedMatrix stack = QuantizedMatrix::allocate_host(f, n, k, t, layout, batch);
   const Footprint fp = stack.footprint();
   for (int64_t e = 0; e < batch; ++e) {
+    // A stack carries no per-expert global scale, so nvfp4 experts are quantized without one
+    // (even seeds): with one, their block scales would assume a global the stack does not apply.
+    const uint32_t s = seed + static_cast<uint32_t>(e) * 7;
     const QuantizedMatrix one =
-        host_weights(f, t, n, k, layout, seed + static_cast<uint32_t>(e) * 7);
+        host_weights(f, t, n, k, layout, f.scheme == Scheme::nvfp4 ? s & ~1u : s);
     const QuantizedMatrix dst = stack.expert(e);
     std::memcpy(dst.codes, one.codes, fp.code_bytes);
     if (fp.scale_bytes) std::memcpy(dst.scales, one.scales, fp.scale_bytes);

@@ -54,6 +54,7 @@ void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
 // qmm_affine_repack.cu: affine [K, N]: W transposed into a per-stream [N, K] copy, then the
 // [N, K] kernel the selector picks.
 std::string qmm_affine_repack_supports(const Problem& p);
+std::string qmm_affine_repack_ahead_supports(const Problem& p);  // M = 6..8 ahead of qvm_affine
 void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                        MatrixView y, const Context& ctx);
 

@@ -175,22 +175,24 @@ std::string qmm_affine_repack_supports(const Problem& p) {
   if (p.layout != Layout::kn)
     return "needs the [K, N] layout (it runs the [N, K] kernels on a transposed copy)";
   if (p.batch != 1) return "one matrix (no expert stack)";
-  // Below M = 9 qvm_affine reads [K, N] directly. The copy repays itself sooner where the word
-  // tile transposes the codes and a tensor-core [N, K] kernel follows (H200, qvm_affine time /
-  // this path's over three shapes: 2/4-bit M = 4 0.75-1.32x, M = 6 1.11-2.06x; 8-bit M = 6
-  // 0.80-1.10x, M = 8 1.04-1.10x); f32 x (CUDA-core qmv_affine_f32 after the copy) and 3/5/6-bit
-  // (byte tile) lose at every M <= 8 (0.18-0.81x; docs/PERF.md).
-  if (p.m < 9) {
-    const int b = p.format.bits;
-    const bool half = p.dtype == DType::f16 || p.dtype == DType::bf16;
-    if (!half || !((b == 2 || b == 4) && p.m >= 6) && !(b == 8 && p.m >= 8))
-      return "M < 9 only for 2/4-bit codes from M = 6 and 8-bit from M = 8, f16/bf16 x "
-             "(qvm_affine is faster below)";
-  }
   if (p.n % 32 != 0)
     return "needs N % 32 == 0 (whole 32-code chunks per K-row), N = " + std::to_string(p.n);
   if (p.n > INT32_MAX || p.k > INT32_MAX || p.n * p.k / (kTileK * kTileN) >= INT32_MAX)
     return "needs N and K in int32 and N * K < 2^45 (the transpose's flat grid)";
+  return {};
+}
+
+// The same kernel ahead of qvm_affine, for the M < 9 where the copy repays itself sooner: where
+// the word tile transposes the codes and a tensor-core [N, K] kernel follows (H200, qvm_affine
+// time / this path's over three shapes: 2/4-bit M = 4 0.75-1.32x, M = 6-7 1.11-2.06x; 8-bit M =
+// 6 0.80-1.10x, M = 8 1.04-1.10x); f32 x (CUDA-core qmv_affine_f32 after the copy) and 3/5/6-bit
+// (byte tile) lose at every M <= 8 (0.18-0.81x; docs/PERF.md).
+std::string qmm_affine_repack_ahead_supports(const Problem& p) {
+  if (std::string why = qmm_affine_repack_supports(p); !why.empty()) return why;
+  const int b = p.format.bits;
+  const bool half = p.dtype == DType::f16 || p.dtype == DType::bf16;
+  if (!half || (!((b == 2 || b == 4) && p.m >= 6) && !(b == 8 && p.m >= 8)))
+    return "ahead of qvm_affine only for 2/4-bit codes from M = 6 and 8-bit at M = 8, f16/bf16 x";
   return {};
 }
 

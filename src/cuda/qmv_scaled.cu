@@ -1,8 +1,10 @@
 // qmv_scaled: the microscaled (mxfp4, nvfp4, mxfp8) and fp8 (e4m3, e5m2, per channel or per
 // tensor) formats in the [N, K] layout, y = x · Wᵀ for small M on CUDA cores, f32 accumulation:
 //   y[m, n] = global · Σ_g s[n, g] · Σ_{k∈g} x[m, k] · v(q[n, k])     (fp8: s[n] · Σ_k x·v)
-// Each code is read once per four rows of x; before it, these formats ran dequantize + cuBLAS at
-// every M (300-500 us for 14336 x 5120, ~30x the time to read the codes; docs/PERF.md).
+// Each code is read once per four rows of x (gather_matmul: one row of x, its expert's matrix, a
+// pass; an id outside the stack sets the flag and NaNs the row, reading nothing); before it, these
+// formats ran dequantize + cuBLAS at every M (300-500 us for 14336 x 5120, ~30x the time to read
+// the codes; docs/PERF.md).
 //
 // A warp owns 4 consecutive rows of W and walks K in 16-byte chunks (32 fp4 or 16 fp8 codes),
 // lane l taking chunks l, l + 32, ... of all 4 rows, the next chunk's codes and scales loaded
@@ -32,14 +34,18 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRows = 4;      // rows of W per warp
 constexpr int kMaxRowsX = 4;  // rows of x per pass over W
 constexpr int kRowsXChoices[] = {1, 2, 3, 4};
+constexpr int kMaxGridY = 65535;  // tiles of rows of x beyond it loop
 
 struct ScaledArgs {
   const uint8_t* codes;   // [N][row_bytes]
   const uint8_t* scales;  // [N][K / G] bytes (microscaled), f32 [N] or [1] (fp8)
   const void* x;          // [M][K]
   void* y;                // [M][N]
+  const int32_t* ids;     // gather: the expert of each row of x (null for one matrix)
+  int* flag;              // gather: set when an id is outside [0, batch)
   int64_t row_bytes;
-  int32_t m, n, k;
+  int64_t code_stride, scale_stride;  // bytes per expert of the stack
+  int32_t m, n, k, batch;
   int32_t per_row;  // fp8: 1 for a scale per row, 0 for one scale
   float global;     // nvfp4's tensor scale (1 otherwise)
 };
@@ -166,59 +172,90 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
   const int n0 =
       (static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / 32) * kRows;
   if (n0 >= a.n) return;
-  const int m0 = static_cast<int>(blockIdx.y) * MR;
   const int chunks = a.k / Tr::kCodes;
   const int groups = kScaled ? a.k / Tr::kGroup : 0;
-  const T* x = static_cast<const T*>(a.x);
-  const T* xr[MR];
-#pragma unroll
-  for (int m = 0; m < MR; ++m)  // rows past M read the last row (their sums are not stored)
-    xr[m] = x + static_cast<int64_t>(min(m0 + m, a.m - 1)) * a.k;
-  const uint8_t* wr[kRows];
-  const uint8_t* sr[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {  // rows past N repeat the last row (not stored)
-    const int n = min(n0 + r, a.n - 1);
-    wr[r] = a.codes + static_cast<int64_t>(n) * a.row_bytes;
-    sr[r] = a.scales + static_cast<int64_t>(n) * groups;
-  }
-
-  float acc[kRows][MR] = {};
-  uint4 cur[kRows] = {}, nxt[kRows] = {};
-  float scur[kRows][kGroups] = {}, snxt[kRows][kGroups] = {};
-  auto load = [&](int c, uint4(&q)[kRows], float(&s)[kRows][kGroups]) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      q[r] = __ldcs(reinterpret_cast<const uint4*>(wr[r]) + c);  // streamed: read once
-      if constexpr (kScaled) chunk_scales<S>(sr[r], c, s[r]);
+  const int tiles = (a.m + MR - 1) / MR;
+  T* y = static_cast<T*>(a.y);
+  for (int tile = static_cast<int>(blockIdx.y); tile < tiles; tile += static_cast<int>(gridDim.y)) {
+    const int m0 = tile * MR;
+    int64_t e = 0;  // the expert (gather: one row of x a tile)
+    if (a.ids != nullptr) {
+      e = a.ids[m0];
+      if (e < 0 || e >= a.batch) {  // flagged; the row's outputs become NaN, W is not read
+        if (lane == 0) atomicOr(a.flag, 1);
+        if (lane < kRows && n0 + lane < a.n)
+          y[static_cast<int64_t>(m0) * a.n + n0 + lane] = from_f32<T>(__int_as_float(0x7FC00000));
+        continue;
+      }
     }
-  };
-  int c = lane;
-  if (c < chunks) load(c, cur, scur);
-  for (; c < chunks; c += 32) {
-    if (c + 32 < chunks) load(c + 32, nxt, snxt);
-    float part[kRows][MR][kGroups] = {};
+    const uint8_t* codes = a.codes + e * a.code_stride;
+    const uint8_t* scales = a.scales + e * a.scale_stride;
+    const T* x = static_cast<const T*>(a.x);
+    const T* xr[MR];
 #pragma unroll
-    for (int wi = 0; wi < 4; ++wi) {
-      constexpr int kPerGroup = kGroups == 2 ? 2 : 4;  // words per group within the chunk
-      const int g = kGroups == 2 ? wi / kPerGroup : 0;
-      float v[kRows][kWordCodes];
+    for (int m = 0; m < MR; ++m)  // rows past M read the last row (their sums are not stored)
+      xr[m] = x + static_cast<int64_t>(min(m0 + m, a.m - 1)) * a.k;
+    const uint8_t* wr[kRows];
+    const uint8_t* sr[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {  // rows past N repeat the last row (not stored)
+      const int n = min(n0 + r, a.n - 1);
+      wr[r] = codes + static_cast<int64_t>(n) * a.row_bytes;
+      sr[r] = scales + static_cast<int64_t>(n) * groups;
+    }
+
+    float acc[kRows][MR] = {};
+    uint4 cur[kRows] = {}, nxt[kRows] = {};
+    float scur[kRows][kGroups] = {}, snxt[kRows][kGroups] = {};
+    auto load = [&](int c, uint4(&q)[kRows], float(&sc)[kRows][kGroups]) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const uint32_t word = wi == 0   ? cur[r].x
-                              : wi == 1 ? cur[r].y
-                              : wi == 2 ? cur[r].z
-                                        : cur[r].w;
-        decode_word<Tr::kCode>(word, v[r]);
+        q[r] = __ldcs(reinterpret_cast<const uint4*>(wr[r]) + c);  // streamed: read once
+        if constexpr (kScaled) chunk_scales<S>(sr[r], c, sc[r]);
+      }
+    };
+    int c = lane;
+    if (c < chunks) load(c, cur, scur);
+    for (; c < chunks; c += 32) {
+      if (c + 32 < chunks) load(c + 32, nxt, snxt);
+      float part[kRows][MR][kGroups] = {};
+#pragma unroll
+      for (int wi = 0; wi < 4; ++wi) {
+        constexpr int kPerGroup = kGroups == 2 ? 2 : 4;  // words per group within the chunk
+        const int g = kGroups == 2 ? wi / kPerGroup : 0;
+        float v[kRows][kWordCodes];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const uint32_t word = wi == 0   ? cur[r].x
+                                : wi == 1 ? cur[r].y
+                                : wi == 2 ? cur[r].z
+                                          : cur[r].w;
+          decode_word<Tr::kCode>(word, v[r]);
+        }
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+          float xv[kWordCodes];
+          load_x<T, kWordCodes>(xr[m], c * Tr::kCodes + wi * kWordCodes, xv);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int i = 0; i < kWordCodes; ++i)
+              part[r][m][g] = fmaf(v[r][i], xv[i], part[r][m][g]);
+        }
       }
 #pragma unroll
-      for (int m = 0; m < MR; ++m) {
-        float xv[kWordCodes];
-        load_x<T, kWordCodes>(xr[m], c * Tr::kCodes + wi * kWordCodes, xv);
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int m = 0; m < MR; ++m)
 #pragma unroll
-          for (int e = 0; e < kWordCodes; ++e) part[r][m][g] = fmaf(v[r][e], xv[e], part[r][m][g]);
+          for (int g = 0; g < kGroups; ++g)
+            acc[r][m] = kScaled ? fmaf(part[r][m][g] * kUnit, scur[r][g], acc[r][m])
+                                : acc[r][m] + part[r][m][g];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        cur[r] = nxt[r];
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) scur[r][g] = snxt[r][g];
       }
     }
 #pragma unroll
@@ -226,44 +263,31 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
 #pragma unroll
       for (int m = 0; m < MR; ++m)
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g)
-          acc[r][m] = kScaled ? fmaf(part[r][m][g] * kUnit, scur[r][g], acc[r][m])
-                              : acc[r][m] + part[r][m][g];
+        for (int o = 16; o >= 1; o /= 2) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
+          // Lane r * MR + m stores (row n0 + r, row m0 + m of x).
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      cur[r] = nxt[r];
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) scur[r][g] = snxt[r][g];
-    }
+      for (int m = 0; m < MR; ++m) {
+        const int n = n0 + r, row = m0 + m;
+        if (lane != r * MR + m || n >= a.n || row >= a.m) continue;
+        float v = acc[r][m];
+        if constexpr (!kScaled)
+          v *= reinterpret_cast<const float*>(scales)[a.per_row ? n : 0];
+        else
+          v *= a.global;
+        y[static_cast<int64_t>(row) * a.n + n] = from_f32<T>(v);
+      }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int m = 0; m < MR; ++m)
-#pragma unroll
-      for (int o = 16; o >= 1; o /= 2) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
-  // Lane r * MR + m stores (row n0 + r, row m0 + m of x).
-  T* y = static_cast<T*>(a.y);
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      const int n = n0 + r, row = m0 + m;
-      if (lane != r * MR + m || n >= a.n || row >= a.m) continue;
-      float v = acc[r][m];
-      if constexpr (!kScaled)
-        v *= reinterpret_cast<const float*>(a.scales)[a.per_row ? n : 0];
-      else
-        v *= a.global;
-      y[static_cast<int64_t>(row) * a.n + n] = from_f32<T>(v);
-    }
 }
 
+// Rows of x per pass: up to four for a plain matmul, one for gather (each row its own expert).
 template <class T, Scheme S>
 void launch(const ScaledArgs& a, cudaStream_t stream) {
-  const int mr = a.m < kMaxRowsX ? a.m : kMaxRowsX;
+  const int mr = a.ids ? 1 : a.m < kMaxRowsX ? a.m : kMaxRowsX;
+  const int tiles = (a.m + mr - 1) / mr;
   const dim3 grid(static_cast<unsigned>((a.n + kRows * kWarps - 1) / (kRows * kWarps)),
-                  static_cast<unsigned>((a.m + mr - 1) / mr));
+                  static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
   auto go = [&]<int MR>() {
     qmv_scaled_kernel<T, S, MR><<<grid, kThreads, 0, stream>>>(a);
     QUANTA_CUDA_CHECK_LAUNCH();
@@ -284,30 +308,39 @@ std::string qmv_scaled_supports(const Problem& p) {
   if (!fp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 && s != Scheme::fp8_e5m2)
     return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
-  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.op == Op::matmul && p.batch != 1) return "one matrix (a stack needs gather_matmul)";
   const int chunk = fp4 ? 32 : 16;
   if (p.k % chunk != 0)
     return "needs K % " + std::to_string(chunk) +
            " == 0 (whole 16-byte chunks of codes), K = " + std::to_string(p.k);
-  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > int64_t{65535} * kMaxRowsX)
-    return "needs N and K in int32 and M <= 262140";
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX || p.batch > INT32_MAX)
+    return "needs M, N, K and the experts in int32";
   return {};
 }
 
-void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
-                const Context& ctx) {
-  constexpr std::string_view kName = "qmv_scaled", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
+void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                MatrixView y, const Context& ctx) {
+  const std::string_view kName = expert_ids ? "gather_qmv_scaled" : "qmv_scaled";
+  const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
   if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
       !alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kName, kOp, "w.scales"))
-    return matmul_generic(x, w, nullptr, y, ctx);
+    return matmul_generic(x, w, expert_ids, y, ctx);
+  ExpertFlag flag;
+  if (expert_ids) flag = expert_flag_begin(ctx);
+  const Footprint fp = w.footprint();
   ScaledArgs a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
   a.scales = reinterpret_cast<const uint8_t*>(w.scales);
   a.x = x.data;
   a.y = y.data;
-  a.row_bytes = static_cast<int64_t>(w.footprint().code_bytes) / w.n;
+  a.ids = expert_ids;
+  a.flag = flag.device;
+  a.row_bytes = static_cast<int64_t>(fp.code_bytes) / w.n;
+  a.code_stride = static_cast<int64_t>(fp.code_bytes);
+  a.scale_stride = static_cast<int64_t>(fp.scale_bytes);
+  a.batch = static_cast<int32_t>(w.batch);
   a.m = static_cast<int32_t>(x.rows);
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
@@ -331,6 +364,7 @@ void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, Mat
                     " is not a microscaled or fp8 format");
     }
   });
+  if (expert_ids) expert_flag_end(flag, ctx, w.batch, kOp);
 }
 
 }  // namespace quanta::cuda
