@@ -238,7 +238,11 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         if (f.scheme != Scheme::affine) {
           const Family fam = f.info().family;
           const bool scaled = (fam == Family::microscaled || fam == Family::fp8) && m <= 32;
-          EXPECT_EQ(pick(p), scaled ? "qmv_scaled" : "qmm_generic_dq") << f.name() << " M=" << m;
+          const bool mma = scaled && t != DType::f32 && m >= 2;  // K = 1024: whole runs
+          EXPECT_EQ(pick(p), mma      ? "qmv_scaled_mma"
+                             : scaled ? "qmv_scaled"
+                                      : "qmm_generic_dq")
+              << f.name() << " M=" << m;
           p.layout = Layout::kn;
           if (f.info().kn_layout) {
             EXPECT_EQ(pick(p), "qmm_generic_dq") << f.name();
@@ -262,10 +266,19 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   EXPECT_EQ(pick(p), "qmm_generic_dq");
   p.k = 64;
   EXPECT_EQ(pick(p), "qmv_scaled");
+  p.m = 2;  // tensor cores from M = 2 where K is whole runs of 128 codes
+  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.k = 128;
+  EXPECT_EQ(pick(p), "qmv_scaled_mma");
+  p.m = 1;
+  EXPECT_EQ(pick(p), "qmv_scaled");
   p.format = Format::fp8_e4m3(Granularity::channel);
   p.k = 40;
   EXPECT_EQ(pick(p), "qmm_generic_dq");
   p.k = 48;
+  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.dtype = DType::f32;  // CUDA cores only
+  p.k = 1024;
   EXPECT_EQ(pick(p), "qmv_scaled");
 }
 

@@ -75,6 +75,10 @@ void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* 
 std::string qmv_scaled_supports(const Problem& p);
 void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                 MatrixView y, const Context& ctx);
+// The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.
+std::string qmv_scaled_mma_supports(const Problem& p);
+void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx);
 
 // qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.

@@ -19,10 +19,12 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/checks.hpp"
 #include "cuda/common.cuh"
 #include "cuda/families.hpp"
+#include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
 #include "format/minifloat.hpp"
 
@@ -281,6 +283,222 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
   }
 }
 
+// ---- qmv_scaled_mma: the same sums on tensor cores, f16/bf16 x, M <= 16 ---------------------
+// A warp owns 16 rows of W (the mma's A rows g and g + 8 of each lane) and walks K in runs of 128
+// codes: lane q of each quad takes the run's q-th 32 codes (one mxfp4 / mxfp8 group, two nvfp4
+// ones) of both its rows, decoded exactly into f16/bf16 pairs as A. Groups are the mma's columns:
+// B's column 2G + i holds row i of x (of a pair) on the k-slots of group G and zeros elsewhere, so
+// C's columns 2q, 2q + 1, which lane q holds, are its own group's partial sums for the two rows of
+// x, scaled once per group with the scales it loaded with the codes. Each pair of rows of x costs
+// one mma per 256 codes, nothing per code, so M = 2..8 cost about M = 1 (pairs in one pass; 16
+// rows in two). The 4 warps of a CTA share the 16 rows and split K's runs; shared memory sums them.
+constexpr int kMmaRows = 16, kRunCodes = 128, kMaxPairs = 4;
+constexpr int kPairChoices[] = {1, 2, 3, 4};
+
+// Element pair (i, i + 4) of a word of 8 E2M1 codes (i = 0..3) as an exact f16 pair.
+__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int i) {
+  const uint32_t s = w >> (4 * i);
+  const uint32_t h = ((s & 0x00070007u) << 9) | ((s & 0x00080008u) << 12);  // v * 2^-14
+  return as_u32(__hmul2(as_vec2<__half>(h), __float2half2_rn(16384.0f)));   // exact
+}
+
+// Element pair (2i, 2i + 1) of a word of 4 fp8 codes as an exact f16 pair.
+template <ElementCode C>
+__device__ __forceinline__ uint32_t fp8_pair(uint32_t w, int i) {
+  if constexpr (C == ElementCode::e4m3) {
+    const __half2_raw r =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * i)), __NV_E4M3);
+    return static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
+  } else {
+    return __byte_perm(w, 0u, i == 0 ? 0x1404u : 0x3424u);
+  }
+}
+
+// An exact f16 pair as T's pair (bf16 holds every value these codes take).
+template <class T>
+__device__ __forceinline__ uint32_t as_t_pair(uint32_t h) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return h;
+  } else {
+    const float2 f = __half22float2(as_vec2<__half>(h));
+    return as_u32(__floats2bfloat162_rn(f.x, f.y));
+  }
+}
+
+template <class T, Scheme S, int NP>
+__global__ void __launch_bounds__(kThreads) qmv_scaled_mma_kernel(const ScaledArgs a) {
+  using Tr = Traits<S>;
+  constexpr bool kFp4 = Tr::kCode == ElementCode::e2m1, kScaled = Tr::kGroup > 0;
+  constexpr int kBytes = kFp4 ? 16 : 32;  // a lane's 32 codes of a row per run
+  constexpr int kWords = kBytes / 4;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = lane >> 2, q = lane & 3;
+  const int n0 = static_cast<int>(blockIdx.x) * kMmaRows;
+  const int m0 = static_cast<int>(blockIdx.y) * 2 * NP;
+  const int runs = a.k / kRunCodes;
+  const int groups = kScaled ? a.k / Tr::kGroup : 0;
+  const int rows[2] = {min(n0 + g, a.n - 1), min(n0 + g + 8, a.n - 1)};  // past N: repeats
+  // Lanes whose B column g is their own group's (g / 2 == q) feed row 2p + g % 2 of x.
+  const bool feeder = (g >> 1) == q;
+  const T* xr[NP];
+#pragma unroll
+  for (int p = 0; p < NP; ++p)
+    xr[p] =
+        static_cast<const T*>(a.x) + static_cast<int64_t>(min(m0 + 2 * p + (g & 1), a.m - 1)) * a.k;
+
+  // A run's codes and scales for both rows, the next run's loaded while this one is used.
+  auto load = [&](int r, uint32_t(&code)[2][kWords], float(&sc)[2][2]) {
+    const int k0 = r * kRunCodes + q * 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4* src =
+          reinterpret_cast<const uint4*>(a.codes + static_cast<int64_t>(rows[h]) * a.row_bytes) +
+          k0 * (kFp4 ? 1 : 2) / 32;
+#pragma unroll
+      for (int v = 0; v < kBytes / 16; ++v) {
+        const uint4 u = __ldcs(src + v);
+        code[h][4 * v] = u.x;
+        code[h][4 * v + 1] = u.y;
+        code[h][4 * v + 2] = u.z;
+        code[h][4 * v + 3] = u.w;
+      }
+      if constexpr (kScaled) {
+        const uint8_t* srow = a.scales + static_cast<int64_t>(rows[h]) * groups;
+        if constexpr (S == Scheme::nvfp4)
+          chunk_scales<S>(srow, k0 / 32, sc[h]);
+        else
+          sc[h][0] = codec::e8m0_to_float(srow[k0 / 32]);
+      }
+    }
+  };
+  float acc[NP][4] = {};
+  uint32_t code[2][kWords] = {}, next_code[2][kWords] = {};
+  float sc[2][2] = {}, next_sc[2][2] = {};
+  if (warp < runs) load(warp, code, sc);
+  for (int r = warp; r < runs; r += kWarps) {
+    if (r + kWarps < runs) load(r + kWarps, next_code, next_sc);
+    const int k0 = r * kRunCodes + q * 32;  // this lane's 32 codes
+    uint32_t xv[NP][16] = {};               // the feeder's 32 values of x, as pairs (2i, 2i + 1)
+    if (feeder)
+#pragma unroll
+      for (int p = 0; p < NP; ++p)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const uint4 u = __ldg(reinterpret_cast<const uint4*>(xr[p] + k0) + v);
+          xv[p][4 * v] = u.x;
+          xv[p][4 * v + 1] = u.y;
+          xv[p][4 * v + 2] = u.z;
+          xv[p][4 * v + 3] = u.w;
+        }
+    float c[NP][4] = {};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {  // 8 mma k16 steps over the lane's 32 codes
+      uint32_t fa[4], fb[NP][2];
+      if constexpr (kFp4) {  // word j / 2; j even: pairs (0, 4), (1, 5); odd: (2, 6), (3, 7)
+        const int w = j / 2, i0 = (j & 1) * 2;
+        fa[0] = as_t_pair<T>(e2m1_pair(code[0][w], i0));
+        fa[1] = as_t_pair<T>(e2m1_pair(code[1][w], i0));
+        fa[2] = as_t_pair<T>(e2m1_pair(code[0][w], i0 + 1));
+        fa[3] = as_t_pair<T>(e2m1_pair(code[1][w], i0 + 1));
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {  // x elements 8w + i0 + {0, 4} and 8w + i0 + 1 + {0, 4}
+          const uint32_t lo = xv[p][4 * w + (j & 1)], hi = xv[p][4 * w + 2 + (j & 1)];
+          fb[p][0] = __byte_perm(lo, hi, 0x5410);
+          fb[p][1] = __byte_perm(lo, hi, 0x7632);
+        }
+      } else {  // word j: pairs (0, 1), (2, 3)
+        fa[0] = as_t_pair<T>(fp8_pair<Tr::kCode>(code[0][j], 0));
+        fa[1] = as_t_pair<T>(fp8_pair<Tr::kCode>(code[1][j], 0));
+        fa[2] = as_t_pair<T>(fp8_pair<Tr::kCode>(code[0][j], 1));
+        fa[3] = as_t_pair<T>(fp8_pair<Tr::kCode>(code[1][j], 1));
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+          fb[p][0] = xv[p][2 * j];
+          fb[p][1] = xv[p][2 * j + 1];
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < NP; ++p) mma_16816<T>(c[p], fa, fb[p]);
+      if constexpr (S == Scheme::nvfp4) {
+        if (j == 3 || j == 7) {  // nvfp4: the codes' first group ends at j = 3
+          const int gi = j / 4;
+#pragma unroll
+          for (int p = 0; p < NP; ++p) {
+            acc[p][0] = fmaf(c[p][0], sc[0][gi], acc[p][0]);
+            acc[p][1] = fmaf(c[p][1], sc[0][gi], acc[p][1]);
+            acc[p][2] = fmaf(c[p][2], sc[1][gi], acc[p][2]);
+            acc[p][3] = fmaf(c[p][3], sc[1][gi], acc[p][3]);
+            c[p][0] = c[p][1] = c[p][2] = c[p][3] = 0.0f;
+          }
+        }
+      }
+    }
+    if constexpr (S != Scheme::nvfp4) {
+#pragma unroll
+      for (int p = 0; p < NP; ++p) {
+        if constexpr (kScaled) {
+          acc[p][0] = fmaf(c[p][0], sc[0][0], acc[p][0]);
+          acc[p][1] = fmaf(c[p][1], sc[0][0], acc[p][1]);
+          acc[p][2] = fmaf(c[p][2], sc[1][0], acc[p][2]);
+          acc[p][3] = fmaf(c[p][3], sc[1][0], acc[p][3]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[p][i] += c[p][i];
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) code[h][i] = next_code[h][i];
+      sc[h][0] = next_sc[h][0];
+      sc[h][1] = next_sc[h][1];
+    }
+  }
+  // The quad's four groups, then the CTA's four warps.
+#pragma unroll
+  for (int p = 0; p < NP; ++p)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc[p][i] += __shfl_xor_sync(0xFFFFFFFFu, acc[p][i], 1);
+      acc[p][i] += __shfl_xor_sync(0xFFFFFFFFu, acc[p][i], 2);
+    }
+  __shared__ float part[kWarps][32][kMaxPairs * 4];
+#pragma unroll
+  for (int p = 0; p < NP; ++p)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[warp][lane][4 * p + i] = acc[p][i];
+  __syncthreads();
+  if (warp != 0) return;
+  // Lane (g, q) stores C element q of each pair: W row g (q < 2) or g + 8, row 2p + q % 2 of x.
+  T* y = static_cast<T*>(a.y);
+#pragma unroll
+  for (int p = 0; p < NP; ++p) {
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) v += part[w][lane][4 * p + q];
+    const int n = n0 + g + (q >= 2 ? 8 : 0), m = m0 + 2 * p + (q & 1);
+    if (n >= a.n || m >= a.m) continue;
+    if constexpr (!kScaled)
+      v *= reinterpret_cast<const float*>(a.scales)[a.per_row ? n : 0];
+    else
+      v *= a.global;
+    y[static_cast<int64_t>(m) * a.n + n] = from_f32<T>(v);
+  }
+}
+
+template <class T, Scheme S>
+void launch_mma(const ScaledArgs& a, cudaStream_t stream) {
+  const int np = a.m >= 2 * kMaxPairs ? kMaxPairs : (a.m + 1) / 2;
+  const int tiles = (a.m + 2 * np - 1) / (2 * np);
+  const dim3 grid(static_cast<unsigned>((a.n + kMmaRows - 1) / kMmaRows),
+                  static_cast<unsigned>(tiles));
+  dispatch_value<kPairChoices>(np, [&]<int NP>() {
+    qmv_scaled_mma_kernel<T, S, NP><<<grid, kThreads, 0, stream>>>(a);
+    QUANTA_CUDA_CHECK_LAUNCH();
+  });
+}
+
 // Rows of x per pass: up to four for a plain matmul, one for gather (each row its own expert).
 template <class T, Scheme S>
 void launch(const ScaledArgs& a, cudaStream_t stream) {
@@ -295,9 +513,59 @@ void launch(const ScaledArgs& a, cudaStream_t stream) {
   dispatch_value<kRowsXChoices>(mr, go);
 }
 
+// f.template operator()<S>() for the scheme of w.
+template <class F>
+void dispatch_scheme(const QuantizedMatrix& w, F&& f) {
+  switch (w.format.scheme) {
+    case Scheme::mxfp4:
+      return f.template operator()<Scheme::mxfp4>();
+    case Scheme::nvfp4:
+      return f.template operator()<Scheme::nvfp4>();
+    case Scheme::mxfp8:
+      return f.template operator()<Scheme::mxfp8>();
+    case Scheme::fp8_e4m3:
+      return f.template operator()<Scheme::fp8_e4m3>();
+    case Scheme::fp8_e5m2:
+      return f.template operator()<Scheme::fp8_e5m2>();
+    default:
+      throw Error("[quanta::matmul] qmv_scaled: " + std::string(w.format.info().name) +
+                  " is not a microscaled or fp8 format");
+  }
+}
+
 // nvfp4 reads a chunk's two scale bytes as one u16, fp8 an f32 per row.
 std::size_t scale_alignment(Scheme s) {
   return s == Scheme::nvfp4 ? 2 : (s == Scheme::fp8_e4m3 || s == Scheme::fp8_e5m2) ? 4 : 1;
+}
+
+ScaledArgs scaled_args(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                       const ExpertFlag& flag, MatrixView y) {
+  const Footprint fp = w.footprint();
+  ScaledArgs a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
+  a.x = x.data;
+  a.y = y.data;
+  a.ids = expert_ids;
+  a.flag = flag.device;
+  a.row_bytes = static_cast<int64_t>(fp.code_bytes) / w.n;
+  a.code_stride = static_cast<int64_t>(fp.code_bytes);
+  a.scale_stride = static_cast<int64_t>(fp.scale_bytes);
+  a.batch = static_cast<int32_t>(w.batch);
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.per_row = w.format.granularity == Granularity::channel ? 1 : 0;
+  a.global = w.global_scale ? *w.global_scale : 1.0f;
+  return a;
+}
+
+// The 16-byte code and x loads and the scale loads (see scale_alignment) both kernels rely on.
+bool aligned(ConstMatrixView x, const QuantizedMatrix& w, const Context& ctx,
+             std::string_view kernel, std::string_view op) {
+  return alignment_ok(w.codes, 16, ctx, kernel, op, "w.codes") &&
+         alignment_ok(x.data, 16, ctx, kernel, op, "x") &&
+         alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kernel, op, "w.scales");
 }
 
 }  // namespace
@@ -323,48 +591,37 @@ void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expe
   const std::string_view kName = expert_ids ? "gather_qmv_scaled" : "qmv_scaled";
   const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
   require_device_operands(x, w, expert_ids, y, kOp);
-  if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
-      !alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kName, kOp, "w.scales"))
-    return matmul_generic(x, w, expert_ids, y, ctx);
+  if (!aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, expert_ids, y, ctx);
   ExpertFlag flag;
   if (expert_ids) flag = expert_flag_begin(ctx);
-  const Footprint fp = w.footprint();
-  ScaledArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.x = x.data;
-  a.y = y.data;
-  a.ids = expert_ids;
-  a.flag = flag.device;
-  a.row_bytes = static_cast<int64_t>(fp.code_bytes) / w.n;
-  a.code_stride = static_cast<int64_t>(fp.code_bytes);
-  a.scale_stride = static_cast<int64_t>(fp.scale_bytes);
-  a.batch = static_cast<int32_t>(w.batch);
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.per_row = w.format.granularity == Granularity::channel ? 1 : 0;
-  a.global = w.global_scale ? *w.global_scale : 1.0f;
+  const ScaledArgs a = scaled_args(x, w, expert_ids, flag, y);
   const cudaStream_t stream = stream_of(ctx);
   dispatch_dtype(x.dtype, [&]<class T>() {
-    switch (w.format.scheme) {
-      case Scheme::mxfp4:
-        return launch<T, Scheme::mxfp4>(a, stream);
-      case Scheme::nvfp4:
-        return launch<T, Scheme::nvfp4>(a, stream);
-      case Scheme::mxfp8:
-        return launch<T, Scheme::mxfp8>(a, stream);
-      case Scheme::fp8_e4m3:
-        return launch<T, Scheme::fp8_e4m3>(a, stream);
-      case Scheme::fp8_e5m2:
-        return launch<T, Scheme::fp8_e5m2>(a, stream);
-      default:
-        throw Error("[quanta::matmul] qmv_scaled: " + std::string(w.format.info().name) +
-                    " is not a microscaled or fp8 format");
-    }
+    dispatch_scheme(w, [&]<Scheme S>() { launch<T, S>(a, stream); });
   });
   if (expert_ids) expert_flag_end(flag, ctx, w.batch, kOp);
+}
+
+std::string qmv_scaled_mma_supports(const Problem& p) {
+  if (std::string why = qmv_scaled_supports(p); !why.empty()) return why;
+  if (p.op != Op::matmul) return "matmul only (gather runs gather_qmv_scaled)";
+  if (p.dtype == DType::f32) return "f16/bf16 activations only (mma.sync on 16-bit operands)";
+  if (p.k % kRunCodes != 0)
+    return "needs K % 128 == 0 (runs of 4 lanes x 32 codes), K = " + std::to_string(p.k);
+  if (p.compute_capability != 0 && p.compute_capability < 80) return "needs sm_80 (mma.sync)";
+  return {};
+}
+
+void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                    const Context& ctx) {
+  constexpr std::string_view kName = "qmv_scaled_mma", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  if (!aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, nullptr, y, ctx);
+  const ScaledArgs a = scaled_args(x, w, nullptr, ExpertFlag{}, y);
+  const cudaStream_t stream = stream_of(ctx);
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    dispatch_scheme(w, [&]<Scheme S>() { launch_mma<T, S>(a, stream); });
+  });
 }
 
 }  // namespace quanta::cuda

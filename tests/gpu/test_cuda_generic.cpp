@@ -67,6 +67,13 @@ TEST_P(CudaGeneric, ScaledGemv) {
       check(f, t, Layout::nk, m, 37, ragged, "qmv_scaled");
     check(f, t, Layout::nk, 2, 100, 256 * chunk, "qmv_scaled");
     check(f, t, Layout::nk, 1, 3, unit, "qmv_scaled");
+    if (t == DType::f32) continue;
+    // qmv_scaled_mma: K in runs of 128 codes over a CTA's 4 warps (9 runs: 3, 2, 2, 2; one run:
+    // three warps idle), 16-row tiles with a partial one, pairs of rows of x with an odd one.
+    for (int64_t m : {2, 3, 4, 5, 7, 8, 9, 16})
+      check(f, t, Layout::nk, m, 37, 9 * 128, "qmv_scaled_mma");
+    check(f, t, Layout::nk, 3, 100, 256 * chunk, "qmv_scaled_mma");
+    check(f, t, Layout::nk, 2, 5, 128, "qmv_scaled_mma");
   }
 }
 
