@@ -159,7 +159,7 @@ __device__ __forceinline__ void chunk_scales(const uint8_t* srow, int chunk, flo
   }
 }
 
-template <class T, Scheme S, int MR>
+template <class T, Scheme S, int MR, bool kGather>
 __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a) {
   using Tr = Traits<S>;
   constexpr int kWordCodes = Tr::kCodes / 4;  // 8 fp4 or 4 fp8 codes a word
@@ -178,18 +178,8 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
   const int groups = kScaled ? a.k / Tr::kGroup : 0;
   const int tiles = (a.m + MR - 1) / MR;
   T* y = static_cast<T*>(a.y);
-  for (int tile = static_cast<int>(blockIdx.y); tile < tiles; tile += static_cast<int>(gridDim.y)) {
-    const int m0 = tile * MR;
-    int64_t e = 0;  // the expert (gather: one row of x a tile)
-    if (a.ids != nullptr) {
-      e = a.ids[m0];
-      if (e < 0 || e >= a.batch) {  // flagged; the row's outputs become NaN, W is not read
-        if (lane == 0) atomicOr(a.flag, 1);
-        if (lane < kRows && n0 + lane < a.n)
-          y[static_cast<int64_t>(m0) * a.n + n0 + lane] = from_f32<T>(__int_as_float(0x7FC00000));
-        continue;
-      }
-    }
+  // One tile of rows of x (from m0) against expert e's matrix.
+  auto run_tile = [&](const int m0, const int64_t e) {  // gather: MR = 1
     const uint8_t* codes = a.codes + e * a.code_stride;
     const uint8_t* scales = a.scales + e * a.scale_stride;
     const T* x = static_cast<const T*>(a.x);
@@ -280,10 +270,24 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
           v *= a.global;
         y[static_cast<int64_t>(row) * a.n + n] = from_f32<T>(v);
       }
+  };
+  if constexpr (!kGather) {
+    if (static_cast<int>(blockIdx.y) < tiles) run_tile(static_cast<int>(blockIdx.y) * MR, 0);
+  } else {
+    for (int m0 = static_cast<int>(blockIdx.y); m0 < a.m; m0 += static_cast<int>(gridDim.y)) {
+      const int64_t e = a.ids[m0];
+      if (e >= 0 && e < a.batch) {
+        run_tile(m0, e);
+      } else {  // flagged; the row's outputs become NaN, W is not read
+        if (lane == 0) atomicOr(a.flag, 1);
+        if (lane < kRows && n0 + lane < a.n)
+          y[static_cast<int64_t>(m0) * a.n + n0 + lane] = from_f32<T>(__int_as_float(0x7FC00000));
+      }
+    }
   }
 }
 
-// ---- qmv_scaled_mma: the same sums on tensor cores, f16/bf16 x, M <= 16 ---------------------
+// ---- qmv_scaled_mma: the same sums on tensor cores, f16/bf16 x, M = 2..32 -------------------
 // A warp owns 16 rows of W (the mma's A rows g and g + 8 of each lane) and walks K in runs of 128
 // codes: lane q of each quad takes the run's q-th 32 codes (one mxfp4 / mxfp8 group, two nvfp4
 // ones) of both its rows, decoded exactly into f16/bf16 pairs as A. Groups are the mma's columns:
@@ -506,8 +510,20 @@ void launch(const ScaledArgs& a, cudaStream_t stream) {
   const int tiles = (a.m + mr - 1) / mr;
   const dim3 grid(static_cast<unsigned>((a.n + kRows * kWarps - 1) / (kRows * kWarps)),
                   static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+  // A plain matmul takes one tile of rows of x a CTA (M <= 32 here, so they fit the grid); gather
+  // loops over its rows. Keeping the loop out of the plain kernel keeps its registers at 96-168
+  // (123-188 with it, when nvfp4 M = 2..4 measured up to 1.6x slower on the H200).
+  if (!a.ids && tiles > kMaxGridY)
+    throw Error("[quanta::matmul] qmv_scaled: M = " + std::to_string(a.m) + " is past its grid");
   auto go = [&]<int MR>() {
-    qmv_scaled_kernel<T, S, MR><<<grid, kThreads, 0, stream>>>(a);
+    if constexpr (MR == 1) {
+      if (a.ids) {
+        qmv_scaled_kernel<T, S, 1, true><<<grid, kThreads, 0, stream>>>(a);
+        QUANTA_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    qmv_scaled_kernel<T, S, MR, false><<<grid, kThreads, 0, stream>>>(a);
     QUANTA_CUDA_CHECK_LAUNCH();
   };
   dispatch_value<kRowsXChoices>(mr, go);
