@@ -16,6 +16,7 @@
 //   E4M3: cvt.f16x2.e4m3x2 (sm_89+; cuda_fp8.h emulates it before). E5M2: the byte is the top half
 //   of an f16.
 // Groups: mxfp4 a chunk, nvfp4 two per chunk, mxfp8 two chunks; each group's sum is scaled once.
+// qmv_scaled_mma (below) computes the same sums on tensor cores for f16/bf16 x from M = 2.
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -36,7 +37,7 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRows = 4;      // rows of W per warp
 constexpr int kMaxRowsX = 4;  // rows of x per pass over W
 constexpr int kRowsXChoices[] = {1, 2, 3, 4};
-constexpr int kMaxGridY = 65535;  // tiles of rows of x beyond it loop
+constexpr int kMaxGridY = 65535;  // gather: rows of x beyond it loop
 
 struct ScaledArgs {
   const uint8_t* codes;   // [N][row_bytes]
