@@ -27,6 +27,7 @@
 #include "cuda/families.hpp"
 #include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
+#include "cuda/weights.cuh"  // make_desc
 #include "format/minifloat.hpp"
 
 namespace quanta::cuda {
@@ -82,30 +83,42 @@ struct Traits<Scheme::fp8_e5m2> {
   static constexpr ElementCode kCode = ElementCode::e5m2;
 };
 
+// Element pair (i, i + 4) of a word of 8 E2M1 codes (i = 0..3) as an f16 pair of v · 2^-14: the
+// magnitude under the exponent and mantissa (bits 9-11), the sign at bit 15 (exact, also for the
+// subnormal 0.5).
+__device__ __forceinline__ uint32_t e2m1_pair_small(uint32_t w, int i) {
+  const uint32_t s = w >> (4 * i);
+  return ((s & 0x00070007u) << 9) | ((s & 0x00080008u) << 12);
+}
+
+// The same pair as exact values.
+__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int i) {
+  return as_u32(__hmul2(as_vec2<__half>(e2m1_pair_small(w, i)), __float2half2_rn(16384.0f)));
+}
+
+// Element pair (2i, 2i + 1) of a word of 4 fp8 codes as an exact f16 pair.
+template <ElementCode C>
+__device__ __forceinline__ uint32_t fp8_pair(uint32_t w, int i) {
+  if constexpr (C == ElementCode::e4m3) {
+    const __half2_raw r =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * i)), __NV_E4M3);
+    return static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
+  } else {
+    return __byte_perm(w, 0u, i == 0 ? 0x1404u : 0x3424u);
+  }
+}
+
 // The word's codes as f32, in element order: 8 E2M1 codes (as v · 2^-14) or 4 fp8 codes (exact).
 template <ElementCode C>
 __device__ __forceinline__ void decode_word(uint32_t w, float* v) {
-  if constexpr (C == ElementCode::e2m1) {
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {  // elements t and t + 4 share a half2
-      const uint32_t s = w >> (4 * t);
-      const uint32_t h = ((s & 0x00070007u) << 9) | ((s & 0x00080008u) << 12);
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  for (int t = 0; t < (C == ElementCode::e2m1 ? 4 : 2); ++t) {
+    if constexpr (C == ElementCode::e2m1) {  // elements t and t + 4 share a pair
+      const float2 f = __half22float2(as_vec2<__half>(e2m1_pair_small(w, t)));
       v[t] = f.x;
       v[t + 4] = f.y;
-    }
-  } else {
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {  // elements 2t and 2t + 1
-      uint32_t h;
-      if constexpr (C == ElementCode::e4m3) {
-        const __half2_raw r =
-            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * t)), __NV_E4M3);
-        h = static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
-      } else {
-        h = __byte_perm(w, 0u, t == 0 ? 0x1404u : 0x3424u);
-      }
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    } else {  // elements 2t and 2t + 1
+      const float2 f = __half22float2(as_vec2<__half>(fp8_pair<C>(w, t)));
       v[2 * t] = f.x;
       v[2 * t + 1] = f.y;
     }
@@ -300,25 +313,6 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a
 constexpr int kMmaRows = 16, kRunCodes = 128, kMaxPairs = 4;
 constexpr int kPairChoices[] = {1, 2, 3, 4};
 
-// Element pair (i, i + 4) of a word of 8 E2M1 codes (i = 0..3) as an exact f16 pair.
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int i) {
-  const uint32_t s = w >> (4 * i);
-  const uint32_t h = ((s & 0x00070007u) << 9) | ((s & 0x00080008u) << 12);  // v * 2^-14
-  return as_u32(__hmul2(as_vec2<__half>(h), __float2half2_rn(16384.0f)));   // exact
-}
-
-// Element pair (2i, 2i + 1) of a word of 4 fp8 codes as an exact f16 pair.
-template <ElementCode C>
-__device__ __forceinline__ uint32_t fp8_pair(uint32_t w, int i) {
-  if constexpr (C == ElementCode::e4m3) {
-    const __half2_raw r =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * i)), __NV_E4M3);
-    return static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
-  } else {
-    return __byte_perm(w, 0u, i == 0 ? 0x1404u : 0x3424u);
-  }
-}
-
 // An exact f16 pair as T's pair (bf16 holds every value these codes take).
 template <class T>
 __device__ __forceinline__ uint32_t as_t_pair(uint32_t h) {
@@ -369,10 +363,7 @@ __global__ void __launch_bounds__(kThreads) qmv_scaled_mma_kernel(const ScaledAr
       }
       if constexpr (kScaled) {
         const uint8_t* srow = a.scales + static_cast<int64_t>(rows[h]) * groups;
-        if constexpr (S == Scheme::nvfp4)
-          chunk_scales<S>(srow, k0 / 32, sc[h]);
-        else
-          sc[h][0] = codec::e8m0_to_float(srow[k0 / 32]);
+        chunk_scales<S>(srow, k0 / Tr::kCodes, sc[h]);
       }
     }
   };
@@ -557,7 +548,7 @@ std::size_t scale_alignment(Scheme s) {
 
 ScaledArgs scaled_args(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                        const ExpertFlag& flag, MatrixView y) {
-  const Footprint fp = w.footprint();
+  const WeightDesc d = make_desc(w);
   ScaledArgs a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
   a.scales = reinterpret_cast<const uint8_t*>(w.scales);
@@ -565,15 +556,15 @@ ScaledArgs scaled_args(ConstMatrixView x, const QuantizedMatrix& w, const int32_
   a.y = y.data;
   a.ids = expert_ids;
   a.flag = flag.device;
-  a.row_bytes = static_cast<int64_t>(fp.code_bytes) / w.n;
-  a.code_stride = static_cast<int64_t>(fp.code_bytes);
-  a.scale_stride = static_cast<int64_t>(fp.scale_bytes);
-  a.batch = static_cast<int32_t>(w.batch);
+  a.row_bytes = d.row_bytes;
+  a.code_stride = d.code_stride;
+  a.scale_stride = d.scale_stride;
+  a.batch = d.batch;
   a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.per_row = w.format.granularity == Granularity::channel ? 1 : 0;
-  a.global = w.global_scale ? *w.global_scale : 1.0f;
+  a.n = d.n;
+  a.k = d.k;
+  a.per_row = d.granularity == Granularity::channel ? 1 : 0;
+  a.global = d.global;
   return a;
 }
 

@@ -50,18 +50,30 @@ TEST_P(CudaGeneric, MatmulMatchesOracle) {
       for (int64_t m : {1, 3}) check(f, t, Layout::kn, m, 64, k, "matmul_generic");
 }
 
+// qmv_scaled's formats and sizes: codes per 16-byte chunk; the smallest valid K (whole chunks and
+// groups: mxfp8's group of 32 spans two chunks); a K of 33 or 34 chunks, so lanes get unequal
+// shares.
+bool scaled_format(const Format& f) {
+  return f.info().family == Family::microscaled || f.info().family == Family::fp8;
+}
+int64_t chunk_codes(const Format& f) {
+  return f.bits == 4 ? 32 : 16;
+}
+int64_t k_unit(const Format& f) {
+  return std::max<int64_t>(chunk_codes(f), f.group_size);
+}
+int64_t ragged_k(const Format& f) {
+  return (33 * chunk_codes(f) + k_unit(f) - 1) / k_unit(f) * k_unit(f);
+}
+
 // qmv_scaled (microscaled and fp8 [N, K], CUDA cores): M in one pass of up to four rows of x,
 // several, and a partial last one; N not a multiple of a warp's 4 rows or a CTA's 16; K of 33-34
 // chunks (lanes 0-1 take two, the others one) and of 256 (eight each); every dtype; nvfp4 with and
 // without its global scale (odd seeds set one).
 TEST_P(CudaGeneric, ScaledGemv) {
   const Format f = GetParam();
-  const Family fam = f.info().family;
-  if (fam != Family::microscaled && fam != Family::fp8)
-    GTEST_SKIP() << "qmv_scaled serves the microscaled and fp8 formats";
-  // Codes per 16-byte chunk; K in whole groups (mxfp8's group of 32 spans two chunks).
-  const int64_t chunk = f.bits == 4 ? 32 : 16, unit = std::max<int64_t>(chunk, f.group_size);
-  const int64_t ragged = (33 * chunk + unit - 1) / unit * unit;  // 33 or 34 chunks
+  if (!scaled_format(f)) GTEST_SKIP() << "qmv_scaled serves the microscaled and fp8 formats";
+  const int64_t chunk = chunk_codes(f), unit = k_unit(f), ragged = ragged_k(f);
   for (DType t : kAllDTypes) {
     for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 29})
       check(f, t, Layout::nk, m, 37, ragged, "qmv_scaled");
@@ -81,11 +93,8 @@ TEST_P(CudaGeneric, ScaledGemv) {
 // and out-of-range ids flagged: those rows NaN, the others right, an error after the launch.
 TEST_P(CudaGeneric, ScaledGather) {
   const Format f = GetParam();
-  const Family fam = f.info().family;
-  if (fam != Family::microscaled && fam != Family::fp8)
-    GTEST_SKIP() << "gather_qmv_scaled serves the microscaled and fp8 formats";
-  const int64_t chunk = f.bits == 4 ? 32 : 16, unit = std::max<int64_t>(chunk, f.group_size);
-  const int64_t k = (33 * chunk + unit - 1) / unit * unit, n = 37;
+  if (!scaled_format(f)) GTEST_SKIP() << "gather_qmv_scaled serves the microscaled and fp8 formats";
+  const int64_t k = ragged_k(f), n = 37;
   for (DType t : kAllDTypes) {
     const QuantizedMatrix hw = host_weights(f, t, n, k, Layout::nk, 13, /*batch=*/3);
     const QuantizedMatrix w = to_device(hw);
