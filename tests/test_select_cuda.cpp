@@ -230,15 +230,18 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
 TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   for (const Format& f : all_formats())
     for (DType t : kAllDTypes)
-      for (int64_t m : {1, 3, 33, 257}) {
+      for (int64_t m : {1, 3, 12, 20, 33, 257}) {
         Problem p = affine_problem(m, t);
         p.format = f;
         p.k = 1024;
         EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
         if (f.scheme != Scheme::affine) {
           const Family fam = f.info().family;
-          const bool scaled = (fam == Family::microscaled || fam == Family::fp8) && m <= 32;
-          const bool mma = scaled && t != DType::f32 && m >= 2;  // K = 1024: whole runs
+          // K = 1024: whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled to M =
+          // 8 (f32 x: 16) where it declines; dequantize_scaled + cuBLAS beyond.
+          const bool micro_or_fp8 = fam == Family::microscaled || fam == Family::fp8;
+          const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
+          const bool scaled = micro_or_fp8 && (mma || m <= (t == DType::f32 ? 16 : 8));
           EXPECT_EQ(pick(p), mma      ? "qmv_scaled_mma"
                              : scaled ? "qmv_scaled"
                                       : "qmm_generic_dq")
@@ -255,8 +258,15 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         EXPECT_EQ(pick(p), scaled ? "gather_qmv_scaled" : "gather_matmul_generic") << f.name();
         p.op = Op::dequantize;
         p.m = 0;
-        EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine" : "dequantize_generic")
+        EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine"
+                           : scaled                   ? "dequantize_scaled"
+                                                      : "dequantize_generic")
             << f.name();
+        p.layout = Layout::kn;  // dequantize_scaled reads [N, K] rows only
+        if (f.info().kn_layout && f.scheme != Scheme::affine) {
+          EXPECT_EQ(pick(p), "dequantize_generic") << f.name();
+        }
+        p.layout = Layout::nk;
       }
   // qmv_scaled reads whole 16-byte chunks: nvfp4 with K % 32 == 16 and fp8 with K % 16 != 0 keep
   // dequantize + cuBLAS.
@@ -280,6 +290,27 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   p.dtype = DType::f32;  // CUDA cores only
   p.k = 1024;
   EXPECT_EQ(pick(p), "qmv_scaled");
+  // Past M = 8 (qmv_scaled) and M = 16 (qmv_scaled_mma) dequantize_scaled + cuBLAS is faster, but
+  // both kernels can still be forced to M = 32.
+  p.m = 16;
+  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.m = 17;
+  EXPECT_EQ(pick(p), "qmm_generic_dq");
+  p.m = 9;
+  p.dtype = DType::bf16;
+  EXPECT_EQ(pick(p), "qmv_scaled_mma");
+  p.m = 17;
+  EXPECT_EQ(pick(p), "qmm_generic_dq");
+  p.k = 48;  // not whole runs: qmv_scaled to M = 8
+  p.m = 8;
+  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.m = 9;
+  EXPECT_EQ(pick(p), "qmm_generic_dq");
+  p.m = 32;
+  EXPECT_EQ(std::string(select_kernel(p, "qmv_scaled").name), "qmv_scaled");
+  p.k = 1024;
+  p.m = 16;
+  EXPECT_EQ(std::string(select_kernel(p, "qmv_scaled_mma").name), "qmv_scaled_mma");
 }
 
 TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {

@@ -411,6 +411,19 @@ void fill_random_bytes(void* dst, std::size_t bytes, uint32_t seed) {
   QUANTA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+__global__ void mask_bytes_kernel(uint8_t* p, std::size_t n, uint8_t keep, uint8_t set) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<uint8_t>((p[i] & keep) | set);
+}
+
+void mask_bytes(void* dst, std::size_t bytes, uint8_t keep, uint8_t set) {
+  if (!bytes) return;
+  mask_bytes_kernel<<<grid_for(bytes), 256>>>(static_cast<uint8_t*>(dst), bytes, keep, set);
+  QUANTA_CUDA_CHECK_LAUNCH();
+  QUANTA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // ---- the runner's adapter API -----------------------------------------------------------------
 
 bool available() {

@@ -100,6 +100,8 @@ inline std::size_t dense_bytes(DType t, int64_t rows, int64_t cols) {
 void fill_random(void* device_dst, DType t, std::size_t count, uint32_t seed, float scale = 1.0f);
 // Fills device memory with random bytes.
 void fill_random_bytes(void* device_dst, std::size_t bytes, uint32_t seed);
+// Each byte becomes (byte & keep) | set: random bytes kept off NaN / Inf encodings.
+void mask_bytes(void* device_dst, std::size_t bytes, uint8_t keep, uint8_t set);
 
 // ---- the runner's adapter API (bench/device_cuda.cpp), built on the primitives above --------
 

@@ -17,6 +17,8 @@
 #include "cuda/common.cuh"
 #include "cuda/families.hpp"
 #include "cuda/runtime.cuh"
+#include "cuda/scaled_decode.cuh"
+#include "cuda/weights.cuh"  // make_desc
 
 namespace quanta::cuda {
 
@@ -127,25 +129,28 @@ __device__ __forceinline__ void load_run32_f32(const uint8_t* p, DType t, int64_
   }
 }
 
-// A warp's 32 chunks are 2 KB of consecutive output: each lane's four 16-byte pieces go through
-// shared memory so that every store instruction writes 512 contiguous bytes (stored straight,
-// each instruction wrote 16 bytes every 64 and dequantize ran at ~2 TB/s). Piece i of lane L
-// sits in slot 4L + (i ^ (L/2 % 4)): conflict-free both ways.
-__device__ __forceinline__ void store_warp_coalesced(uint4* stage, const uint32_t (&v)[16],
+// A warp's 32 chunks are P x 512 bytes of consecutive output (P = 4 for 16-bit values, 8 for
+// f32): each lane's P 16-byte pieces go through shared memory so that every store instruction
+// writes 512 contiguous bytes (stored straight, each instruction wrote 16 bytes every 64 and
+// dequantize ran at ~2 TB/s). Piece i of lane L sits in slot P·L + (i ^ (L / (8 / P) % P)):
+// conflict-free both ways.
+template <int P>
+__device__ __forceinline__ void store_warp_coalesced(uint4* stage, const uint32_t (&v)[4 * P],
                                                      bool live, uint4* warp_out,
                                                      int64_t units_left) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
+  constexpr int kLanesPerSwizzle = 8 / P;
   if (live) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      stage[4 * lane + (i ^ ((lane >> 1) & 3))] =
+    for (int i = 0; i < P; ++i)
+      stage[P * lane + (i ^ ((lane / kLanesPerSwizzle) % P))] =
           make_uint4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
   }
   __syncwarp();
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int u = 32 * j + lane, src = u >> 2;
-    if (u < units_left) warp_out[u] = stage[4 * src + ((u & 3) ^ ((src >> 1) & 3))];
+  for (int j = 0; j < P; ++j) {
+    const int u = 32 * j + lane, src = u / P;
+    if (u < units_left) warp_out[u] = stage[P * src + ((u % P) ^ ((src / kLanesPerSwizzle) % P))];
   }
 }
 
@@ -180,9 +185,9 @@ __global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const Dequa
       }
       // Output of chunk c starts at element 32c (rows of the stack are contiguous).
       const int64_t first = chunk - (threadIdx.x & 31);
-      store_warp_coalesced(stage[threadIdx.x / 32], v, live,
-                           reinterpret_cast<uint4*>(static_cast<TO*>(a.out) + first * 32),
-                           (a.chunks - first) * 4);
+      store_warp_coalesced<4>(stage[threadIdx.x / 32], v, live,
+                              reinterpret_cast<uint4*>(static_cast<TO*>(a.out) + first * 32),
+                              (a.chunks - first) * 4);
       return;
     }
   }
@@ -220,6 +225,84 @@ __global__ void __launch_bounds__(kThreads) dequantize_affine_kernel(const Dequa
     for (int j = 0; j < kPer16; ++j) t[j] = from_f32<TO>(v[i + j]);
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(t);
   }
+}
+
+// ---- dequantize_scaled: mxfp4, nvfp4, mxfp8 and fp8 [N, K] --------------------------------------
+// One thread per 32 codes of a row (16 or 32 bytes, one mx group, two nvfp4 ones), decoded exactly
+// (scaled_decode.cuh) and scaled as the host does: microscaled round(v·s) to the output dtype,
+// then · the global scale (nvfp4) and rounded again; fp8 v·s rounded once. The output leaves
+// through store_warp_coalesced (f32 as 8 pieces a lane, 32 KB of shared memory a CTA).
+struct ScaledDequantArgs {
+  const uint8_t* codes;
+  const uint8_t* scales;  // bytes [N][K / G] (microscaled), f32 [N] or [1] (fp8)
+  void* out;
+  int64_t code_stride, scale_stride, row_bytes;  // bytes per matrix of the stack, per row
+  int64_t chunks;                                // 32-code chunks in the whole stack
+  int32_t rows, cols;                            // N and K of one matrix
+  int32_t per_row;                               // fp8: 1 for a scale per row, 0 for one
+  float global;                                  // nvfp4's tensor scale (1 otherwise)
+};
+
+template <Scheme S, class TO>
+__global__ void __launch_bounds__(kThreads) dequantize_scaled_kernel(const ScaledDequantArgs a) {
+  using Tr = ScaledTraits<S>;
+  constexpr bool kFp4 = Tr::kCode == ElementCode::e2m1, kMicro = Tr::kGroup > 0;
+  constexpr int kWords = kFp4 ? 4 : 8, kPerWord = 32 / kWords;
+  // Whole warps stay (the coalesced store needs them): lanes past the end only help store.
+  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const bool live = chunk < a.chunks;
+  const int64_t c = live ? chunk : a.chunks - 1;
+  const int64_t per_row = a.cols / 32, per_matrix = per_row * a.rows;
+  const int64_t e = c / per_matrix, r = (c % per_matrix) / per_row, j = c % per_row;
+  const uint4* src = reinterpret_cast<const uint4*>(a.codes + e * a.code_stride + r * a.row_bytes) +
+                     j * (kWords / 4);
+  uint32_t w[kWords];
+#pragma unroll
+  for (int i = 0; i < kWords / 4; ++i) {
+    const uint4 u = __ldcs(src + i);  // streamed: read once
+    w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
+  }
+  const uint8_t* sc = a.scales + e * a.scale_stride;
+  float s[2] = {};
+  if constexpr (S == Scheme::nvfp4) {  // groups 2j and 2j + 1 of the row
+    chunk_scales<S>(sc + r * per_row * 2, static_cast<int>(j), s);
+  } else if constexpr (kMicro) {  // group j of the row
+    s[0] = codec::e8m0_to_float(sc[r * per_row + j]);
+  } else {
+    s[0] = reinterpret_cast<const float*>(sc)[a.per_row ? r : 0];
+  }
+  float v[32];
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) {
+    decode_word<Tr::kCode>(w[i], v + kPerWord * i);
+#pragma unroll
+    for (int t = 0; t < kPerWord; ++t) {
+      float x = v[kPerWord * i + t];
+      if constexpr (kFp4) x *= 16384.0f;  // decode_word's v · 2^-14 back to v (exact)
+      float o = __fmul_rn(x, S == Scheme::nvfp4 ? s[kPerWord * i + t >= 16] : s[0]);
+      if constexpr (S == Scheme::nvfp4) o = __fmul_rn(round_to_out<TO>(o), a.global);
+      v[kPerWord * i + t] = o;
+    }
+  }
+  // Output of chunk c starts at element 32c (rows of the stack are contiguous).
+  const int64_t first = chunk - (threadIdx.x & 31);
+  constexpr int kPieces = sizeof(TO) == 2 ? 4 : 8;  // 16-byte pieces a lane
+  __shared__ uint4 stage[kThreads / 32][32 * kPieces];
+  uint32_t h[4 * kPieces];
+  if constexpr (sizeof(TO) == 2) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const TO lo = from_f32<TO>(v[2 * i]), hi = from_f32<TO>(v[2 * i + 1]);
+      h[i] = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&lo)) |
+             static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) h[i] = __float_as_uint(v[i]);
+  }
+  store_warp_coalesced<kPieces>(stage[threadIdx.x / 32], h, live,
+                                reinterpret_cast<uint4*>(static_cast<TO*>(a.out) + first * 32),
+                                (a.chunks - first) * kPieces);
 }
 
 }  // namespace
@@ -263,6 +346,50 @@ void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& 
   dispatch_dtype(out.dtype, [&]<class TO>() {
     dispatch_value<kAffineBitsList>(w.format.bits, [&]<int BITS>() {
       dequantize_affine_kernel<BITS, TO><<<grid, kThreads, 0, stream>>>(a);
+      QUANTA_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+std::string dequantize_scaled_supports(const Problem& p) {
+  const Scheme s = p.format.scheme;
+  if (s != Scheme::mxfp4 && s != Scheme::nvfp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 &&
+      s != Scheme::fp8_e5m2)
+    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
+  return {};
+}
+
+void dequantize_scaled(const QuantizedMatrix& w, MatrixView out, const Context& ctx) {
+  constexpr std::string_view kName = "dequantize_scaled", kOp = "dequantize";
+  require_device_weights(w, kOp);
+  require_device_pointer(out.data, kOp, "out");
+  const WeightDesc d = make_desc(w);
+  if (w.layout != Layout::nk || w.k % 32 != 0 ||
+      !alignment_ok(out.data, 16, ctx, kName, kOp, "out") ||
+      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
+      !alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kName, kOp, "w.scales") ||
+      d.code_stride % 16 != 0 ||
+      d.scale_stride % static_cast<int64_t>(scale_alignment(w.format.scheme)) != 0)
+    return dequantize_generic(w, out, ctx);
+  ScaledDequantArgs a{};
+  a.codes = d.codes;
+  a.scales = d.scales;
+  a.out = out.data;
+  a.code_stride = d.code_stride;
+  a.scale_stride = d.scale_stride;
+  a.row_bytes = d.row_bytes;
+  a.rows = d.n;
+  a.cols = d.k;
+  a.per_row = d.granularity == Granularity::channel ? 1 : 0;
+  a.global = d.global;
+  a.chunks = static_cast<int64_t>(d.n) * (d.k / 32) * d.batch;
+  const unsigned grid = static_cast<unsigned>((a.chunks + kThreads - 1) / kThreads);
+  const cudaStream_t stream = stream_of(ctx);
+  dispatch_dtype(out.dtype, [&]<class TO>() {
+    dispatch_scaled_scheme(w, "[quanta::dequantize] dequantize_scaled", [&]<Scheme S>() {
+      dequantize_scaled_kernel<S, TO><<<grid, kThreads, 0, stream>>>(a);
       QUANTA_CUDA_CHECK_LAUNCH();
     });
   });

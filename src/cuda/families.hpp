@@ -60,8 +60,8 @@ void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_
 
 // qmm_dq.cpp: slabs of W dequantized to x's dtype and multiplied by cuBLAS; qmm_affine_dq with
 // dequantize_affine ([N, K] larger M; [K, N] from M = 9 when forced), qmm_generic_dq (every other
-// format) with dequantize_generic. dense_store.cu: dst = src (f32) in dst's dtype, the [K, N]
-// slabs' f32 sums.
+// format) with dequantize_scaled (microscaled and fp8 [N, K]) or dequantize_generic.
+// dense_store.cu: dst = src (f32) in dst's dtype, the [K, N] slabs' f32 sums.
 void store_from_f32(const float* src, MatrixView dst, const Context& ctx);
 std::string qmm_affine_dq_supports(const Problem& p);
 void qmm_affine_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
@@ -73,6 +73,7 @@ void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* 
 // qmv_scaled.cu: mxfp4, nvfp4, mxfp8 and fp8 nk, any dtype, small M: CUDA cores, each code read
 // once per four rows of x.
 std::string qmv_scaled_supports(const Problem& p);
+std::string qmv_scaled_ahead_supports(const Problem& p);  // M <= 8 (f32: 16), before the dq path
 void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                 MatrixView y, const Context& ctx);
 // The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.
@@ -106,5 +107,9 @@ void qvm_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expe
 // dequantize.cu: affine, both layouts, bit-exact with the host codec.
 std::string dequantize_affine_supports(const Problem& p);
 void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
+// dequantize.cu: mxfp4, nvfp4, mxfp8 and fp8 [N, K], 32 codes a thread (dequantize_generic where
+// its alignment rules fail).
+std::string dequantize_scaled_supports(const Problem& p);
+void dequantize_scaled(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
 
 }  // namespace quanta::cuda

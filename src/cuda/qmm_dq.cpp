@@ -10,9 +10,8 @@
 //   M = 512), and f32 activations from M = 9 (an f32 GEMM without TF32).
 //   It also takes the [K, N] layout, every dtype, from M = 9 (qvm_affine takes M <= 8), where
 //   the selection prefers qmm_affine_repack (1.02-1.46x faster on the H200).
-// - qmm_generic_dq: every other format at any M, with dequantize_generic, where the only other
-//   device kernel is matmul_generic's per-element decode (1-3% of the roof; slower than
-//   dequantize + GEMM even at M = 1).
+// - qmm_generic_dq: every other format at any M, with dequantize_scaled (microscaled and fp8
+//   [N, K]) or dequantize_generic.
 // The weights are rounded to x's dtype once, as MLX's dequantize does.
 #include <cublas_v2.h>
 #include <fmt/format.h>
@@ -192,6 +191,10 @@ std::string qmm_generic_dq_supports(const Problem& p) {
 void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
                     const Context& ctx) {
   require_device_operands(x, w, nullptr, y, "matmul");
+  const Family family = w.format.info().family;
+  if (family == Family::microscaled ||
+      family == Family::fp8)  // dequantize_generic where it declines
+    return dequantize_and_multiply(x, w, y, ctx, dequantize_scaled, "dequantize_scaled");
   dequantize_and_multiply(x, w, y, ctx, dequantize_generic, "dequantize_generic");
 }
 

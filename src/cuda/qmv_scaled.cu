@@ -10,15 +10,10 @@
 // lane l taking chunks l, l + 32, ... of all 4 rows, the next chunk's codes and scales loaded
 // while the current one is used. A chunk is decoded a word (8 fp4 / 4 fp8 codes) at a time into
 // f32 and meets that word's 8 or 4 values of each row of x (one 16-byte load of f16/bf16 x, two
-// of f32, through L1), so x is loaded once per 4 rows of W. Decodes, all exact:
-//   E2M1: the code's magnitude moved under an f16's exponent and mantissa (bits 9-11) and its sign
-//   to bit 15 reads v · 2^-14, also for the subnormal 0.5; the 2^14 is restored per group sum.
-//   E4M3: cvt.f16x2.e4m3x2 (sm_89+; cuda_fp8.h emulates it before). E5M2: the byte is the top half
-//   of an f16.
+// of f32, through L1), so x is loaded once per 4 rows of W. The decodes (scaled_decode.cuh) are
+// exact; E2M1 reads v · 2^-14, the 2^14 restored per group sum.
 // Groups: mxfp4 a chunk, nvfp4 two per chunk, mxfp8 two chunks; each group's sum is scaled once.
 // qmv_scaled_mma (below) computes the same sums on tensor cores for f16/bf16 x from M = 2.
-#include <cuda_fp8.h>
-
 #include <cstdint>
 #include <type_traits>
 
@@ -27,8 +22,8 @@
 #include "cuda/families.hpp"
 #include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
+#include "cuda/scaled_decode.cuh"
 #include "cuda/weights.cuh"  // make_desc
-#include "format/minifloat.hpp"
 
 namespace quanta::cuda {
 
@@ -39,6 +34,9 @@ constexpr int kRows = 4;      // rows of W per warp
 constexpr int kMaxRowsX = 4;  // rows of x per pass over W
 constexpr int kRowsXChoices[] = {1, 2, 3, 4};
 constexpr int kMaxGridY = 65535;  // gather: rows of x beyond it loop
+// Past two passes of four rows of x (f16/bf16) or four (f32, whose cuBLAS GEMM is slower),
+// dequantize_scaled + cuBLAS is faster (H200, docs/PERF.md).
+constexpr int64_t kAheadMaxMHalf = 8, kAheadMaxMF32 = 16;
 
 struct ScaledArgs {
   const uint8_t* codes;   // [N][row_bytes]
@@ -53,77 +51,6 @@ struct ScaledArgs {
   int32_t per_row;  // fp8: 1 for a scale per row, 0 for one scale
   float global;     // nvfp4's tensor scale (1 otherwise)
 };
-
-// What a scheme stores: codes per 16-byte chunk, elements per scale, the element code.
-template <Scheme S>
-struct Traits;
-template <>
-struct Traits<Scheme::mxfp4> {
-  static constexpr int kCodes = 32, kGroup = 32;
-  static constexpr ElementCode kCode = ElementCode::e2m1;
-};
-template <>
-struct Traits<Scheme::nvfp4> {
-  static constexpr int kCodes = 32, kGroup = 16;
-  static constexpr ElementCode kCode = ElementCode::e2m1;
-};
-template <>
-struct Traits<Scheme::mxfp8> {
-  static constexpr int kCodes = 16, kGroup = 32;
-  static constexpr ElementCode kCode = ElementCode::e4m3;
-};
-template <>
-struct Traits<Scheme::fp8_e4m3> {
-  static constexpr int kCodes = 16, kGroup = 0;
-  static constexpr ElementCode kCode = ElementCode::e4m3;
-};
-template <>
-struct Traits<Scheme::fp8_e5m2> {
-  static constexpr int kCodes = 16, kGroup = 0;
-  static constexpr ElementCode kCode = ElementCode::e5m2;
-};
-
-// Element pair (i, i + 4) of a word of 8 E2M1 codes (i = 0..3) as an f16 pair of v · 2^-14: the
-// magnitude under the exponent and mantissa (bits 9-11), the sign at bit 15 (exact, also for the
-// subnormal 0.5).
-__device__ __forceinline__ uint32_t e2m1_pair_small(uint32_t w, int i) {
-  const uint32_t s = w >> (4 * i);
-  return ((s & 0x00070007u) << 9) | ((s & 0x00080008u) << 12);
-}
-
-// The same pair as exact values.
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int i) {
-  return as_u32(__hmul2(as_vec2<__half>(e2m1_pair_small(w, i)), __float2half2_rn(16384.0f)));
-}
-
-// Element pair (2i, 2i + 1) of a word of 4 fp8 codes as an exact f16 pair.
-template <ElementCode C>
-__device__ __forceinline__ uint32_t fp8_pair(uint32_t w, int i) {
-  if constexpr (C == ElementCode::e4m3) {
-    const __half2_raw r =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * i)), __NV_E4M3);
-    return static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
-  } else {
-    return __byte_perm(w, 0u, i == 0 ? 0x1404u : 0x3424u);
-  }
-}
-
-// The word's codes as f32, in element order: 8 E2M1 codes (as v · 2^-14) or 4 fp8 codes (exact).
-template <ElementCode C>
-__device__ __forceinline__ void decode_word(uint32_t w, float* v) {
-#pragma unroll
-  for (int t = 0; t < (C == ElementCode::e2m1 ? 4 : 2); ++t) {
-    if constexpr (C == ElementCode::e2m1) {  // elements t and t + 4 share a pair
-      const float2 f = __half22float2(as_vec2<__half>(e2m1_pair_small(w, t)));
-      v[t] = f.x;
-      v[t + 4] = f.y;
-    } else {  // elements 2t and 2t + 1
-      const float2 f = __half22float2(as_vec2<__half>(fp8_pair<C>(w, t)));
-      v[2 * t] = f.x;
-      v[2 * t + 1] = f.y;
-    }
-  }
-}
 
 // Elements [k0, k0 + E) of a row of x as f32 (E = 4 or 8, 16-byte aligned for f16/bf16).
 template <class T, int E>
@@ -159,23 +86,9 @@ __device__ __forceinline__ void load_x(const T* row, int k0, float* out) {
   }
 }
 
-// The scales a chunk needs, as f32 (microscaled: one or two groups; fp8: unused).
-template <Scheme S>
-__device__ __forceinline__ void chunk_scales(const uint8_t* srow, int chunk, float* s) {
-  if constexpr (S == Scheme::mxfp4) {
-    s[0] = codec::e8m0_to_float(srow[chunk]);
-  } else if constexpr (S == Scheme::nvfp4) {
-    const uint16_t b = *reinterpret_cast<const uint16_t*>(srow + 2 * chunk);
-    s[0] = codec::e4m3_to_float(static_cast<uint8_t>(b));
-    s[1] = codec::e4m3_to_float(static_cast<uint8_t>(b >> 8));
-  } else if constexpr (S == Scheme::mxfp8) {
-    s[0] = codec::e8m0_to_float(srow[chunk / 2]);
-  }
-}
-
 template <class T, Scheme S, int MR, bool kGather>
 __global__ void __launch_bounds__(kThreads) qmv_scaled_kernel(const ScaledArgs a) {
-  using Tr = Traits<S>;
+  using Tr = ScaledTraits<S>;
   constexpr int kWordCodes = Tr::kCodes / 4;  // 8 fp4 or 4 fp8 codes a word
   // Groups per chunk (nvfp4 2, mxfp4 1) and whether a group spans two chunks (mxfp8).
   constexpr int kGroups =
@@ -326,7 +239,7 @@ __device__ __forceinline__ uint32_t as_t_pair(uint32_t h) {
 
 template <class T, Scheme S, int NP>
 __global__ void __launch_bounds__(kThreads) qmv_scaled_mma_kernel(const ScaledArgs a) {
-  using Tr = Traits<S>;
+  using Tr = ScaledTraits<S>;
   constexpr bool kFp4 = Tr::kCode == ElementCode::e2m1, kScaled = Tr::kGroup > 0;
   constexpr int kBytes = kFp4 ? 16 : 32;  // a lane's 32 codes of a row per run
   constexpr int kWords = kBytes / 4;
@@ -521,31 +434,6 @@ void launch(const ScaledArgs& a, cudaStream_t stream) {
   dispatch_value<kRowsXChoices>(mr, go);
 }
 
-// f.template operator()<S>() for the scheme of w.
-template <class F>
-void dispatch_scheme(const QuantizedMatrix& w, F&& f) {
-  switch (w.format.scheme) {
-    case Scheme::mxfp4:
-      return f.template operator()<Scheme::mxfp4>();
-    case Scheme::nvfp4:
-      return f.template operator()<Scheme::nvfp4>();
-    case Scheme::mxfp8:
-      return f.template operator()<Scheme::mxfp8>();
-    case Scheme::fp8_e4m3:
-      return f.template operator()<Scheme::fp8_e4m3>();
-    case Scheme::fp8_e5m2:
-      return f.template operator()<Scheme::fp8_e5m2>();
-    default:
-      throw Error("[quanta::matmul] qmv_scaled: " + std::string(w.format.info().name) +
-                  " is not a microscaled or fp8 format");
-  }
-}
-
-// nvfp4 reads a chunk's two scale bytes as one u16, fp8 an f32 per row.
-std::size_t scale_alignment(Scheme s) {
-  return s == Scheme::nvfp4 ? 2 : (s == Scheme::fp8_e4m3 || s == Scheme::fp8_e5m2) ? 4 : 1;
-}
-
 ScaledArgs scaled_args(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                        const ExpertFlag& flag, MatrixView y) {
   const WeightDesc d = make_desc(w);
@@ -594,6 +482,15 @@ std::string qmv_scaled_supports(const Problem& p) {
   return {};
 }
 
+std::string qmv_scaled_ahead_supports(const Problem& p) {
+  if (std::string why = qmv_scaled_supports(p); !why.empty()) return why;
+  const int64_t max_m = p.dtype == DType::f32 ? kAheadMaxMF32 : kAheadMaxMHalf;
+  if (p.m > max_m)
+    return "ahead of dequantize + cuBLAS up to M = " + std::to_string(max_m) + " only for " +
+           std::string(dtype_name(p.dtype)) + " x";
+  return {};
+}
+
 void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                 MatrixView y, const Context& ctx) {
   const std::string_view kName = expert_ids ? "gather_qmv_scaled" : "qmv_scaled";
@@ -605,7 +502,8 @@ void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expe
   const ScaledArgs a = scaled_args(x, w, expert_ids, flag, y);
   const cudaStream_t stream = stream_of(ctx);
   dispatch_dtype(x.dtype, [&]<class T>() {
-    dispatch_scheme(w, [&]<Scheme S>() { launch<T, S>(a, stream); });
+    dispatch_scaled_scheme(w, "[quanta::matmul] qmv_scaled",
+                           [&]<Scheme S>() { launch<T, S>(a, stream); });
   });
   if (expert_ids) expert_flag_end(flag, ctx, w.batch, kOp);
 }
@@ -628,7 +526,8 @@ void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
   const ScaledArgs a = scaled_args(x, w, nullptr, ExpertFlag{}, y);
   const cudaStream_t stream = stream_of(ctx);
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    dispatch_scheme(w, [&]<Scheme S>() { launch_mma<T, S>(a, stream); });
+    dispatch_scaled_scheme(w, "[quanta::matmul] qmv_scaled",
+                           [&]<Scheme S>() { launch_mma<T, S>(a, stream); });
   });
 }
 

@@ -257,6 +257,61 @@ TEST(CudaDequantize, ExtremeScalesAreByteEqualToHost) {
         }
 }
 
+// dequantize_scaled against the host where its rounding could differ: every finite scale byte
+// (E8M0 2^-127..2^127, E4M3 with either sign), codes of every non-NaN, non-Inf encoding, and an
+// nvfp4 global scale that is not a power of two, so v·s over- and underflows each dtype and the
+// second rounding of nvfp4 runs at every exponent.
+TEST(CudaDequantize, ScaledExtremeScalesAreByteEqualToHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const Format& f :
+       {Format::mxfp4(), Format::nvfp4(), Format::mxfp8(), Format::fp8_e4m3(Granularity::channel),
+        Format::fp8_e5m2(Granularity::tensor)})
+    for (DType t : kAllDTypes) {
+      const int64_t n = 48, k = 256;
+      QuantizedMatrix hw = host_weights(f, t, n, k, Layout::nk, 21);
+      uint32_t state = 777u + static_cast<uint32_t>(f.scheme) * 13 + static_cast<uint32_t>(t);
+      auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return static_cast<uint8_t>(state >> 24);
+      };
+      const ElementCode code = f.info().code;
+      auto finite_code = [&] {  // a code byte that is neither NaN nor Inf
+        for (;;) {
+          const uint8_t b = next();
+          if (code == ElementCode::e4m3 && (b & 0x7F) == 0x7F) continue;
+          if (code == ElementCode::e5m2 && (b & 0x7C) == 0x7C) continue;
+          return b;
+        }
+      };
+      const Footprint fp = hw.footprint();
+      for (std::size_t i = 0; i < fp.code_bytes; ++i) hw.codes[i] = std::byte{finite_code()};
+      if (f.info().family == Family::microscaled) {
+        const bool e8m0 = f.info().scale == ScaleEncoding::e8m0;
+        for (std::size_t i = 0; i < fp.scale_bytes; ++i) {
+          uint8_t b = next();
+          while (e8m0 ? b == 0xFF : (b & 0x7F) == 0x7F) b = next();  // not NaN
+          hw.scales[i] = std::byte{b};
+        }
+        if (f.scheme == Scheme::nvfp4) hw.global_scale = 3.7e-3f;
+      } else {  // f32 scales from 2^-140 (subnormal) to 2^100, either sign
+        auto* s = reinterpret_cast<float*>(hw.scales);
+        for (std::size_t i = 0; i < fp.scale_bytes / 4; ++i)
+          s[i] = std::ldexp((next() & 1) ? -1.37f : 1.37f, static_cast<int>(next() % 241) - 140);
+      }
+      const QuantizedMatrix w = to_device(hw);
+      Dense want(t, n, k);
+      dequantize(hw, want.mut());
+      DeviceDense out(t, n, k);
+      out.poison();
+      Context ctx;
+      ctx.kernel = "dequantize_scaled";
+      dequantize(w, out.mut(), ctx);
+      out.download();
+      EXPECT_EQ(std::memcmp(out.host.bytes.data(), want.bytes.data(), want.bytes.size()), 0)
+          << hw.describe() << " -> " << dtype_name(t);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, CudaGeneric,
                          ::testing::ValuesIn(all_formats().begin(), all_formats().end()),
                          [](const auto& p) {
