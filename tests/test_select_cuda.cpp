@@ -230,20 +230,26 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
 TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   for (const Format& f : all_formats())
     for (DType t : kAllDTypes)
-      for (int64_t m : {1, 3, 12, 20, 33, 257}) {
+      for (int64_t m : {1, 2, 3, 12, 20, 33, 257}) {
         Problem p = affine_problem(m, t);
         p.format = f;
         p.k = 1024;
         EXPECT_NO_THROW(select_kernel(p, "auto")) << f.name() << " M=" << m;
         if (f.scheme != Scheme::affine) {
           const Family fam = f.info().family;
-          // K = 1024: whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled to M =
-          // 8 (f32 x: 16) where it declines; dequantize_scaled + cuBLAS beyond.
+          // K = 1024: qmm_scaled_rf (f16/bf16 x, E8M0-scaled codes with bf16 only) from M = 3
+          // (nvfp4: 2) to 32; whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled
+          // to M = 8 (f32 x: 16); dequantize_scaled + cuBLAS beyond.
           const bool micro_or_fp8 = fam == Family::microscaled || fam == Family::fp8;
+          const bool rf = micro_or_fp8 && t != DType::f32 && m <= 32 &&
+                          (t == DType::bf16 || f.info().scale != ScaleEncoding::e8m0);
+          const bool rf_ahead = rf && (m >= 3 || (m == 2 && f.scheme == Scheme::nvfp4));
           const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
           const bool scaled = micro_or_fp8 && (mma || m <= (t == DType::f32 ? 16 : 8));
-          EXPECT_EQ(pick(p), mma      ? "qmv_scaled_mma"
+          EXPECT_EQ(pick(p), rf_ahead ? "qmm_scaled_rf"
+                             : mma    ? "qmv_scaled_mma"
                              : scaled ? "qmv_scaled"
+                             : rf     ? "qmm_scaled_rf"
                                       : "qmm_generic_dq")
               << f.name() << " M=" << m;
           p.layout = Layout::kn;
@@ -276,10 +282,17 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   EXPECT_EQ(pick(p), "qmm_generic_dq");
   p.k = 64;
   EXPECT_EQ(pick(p), "qmv_scaled");
-  p.m = 2;  // tensor cores from M = 2 where K is whole runs of 128 codes
-  EXPECT_EQ(pick(p), "qmv_scaled");
+  p.m = 2;  // nvfp4: qmm_scaled_rf from M = 2 (K in whole 32-code chunks)
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
   p.k = 128;
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");  // nvfp4 from M = 2; the others from M = 3
+  p.format = Format::fp8_e4m3(Granularity::channel);
   EXPECT_EQ(pick(p), "qmv_scaled_mma");
+  p.m = 3;
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
+  p.format = Format::mxfp4();  // E8M0 scales: qmm_scaled_rf with bf16 x only
+  EXPECT_EQ(pick(p), "qmv_scaled_mma");
+  p.format = Format::nvfp4();
   p.m = 1;
   EXPECT_EQ(pick(p), "qmv_scaled");
   p.format = Format::fp8_e4m3(Granularity::channel);
@@ -290,18 +303,20 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   p.dtype = DType::f32;  // CUDA cores only
   p.k = 1024;
   EXPECT_EQ(pick(p), "qmv_scaled");
-  // Past M = 8 (qmv_scaled) and M = 16 (qmv_scaled_mma) dequantize_scaled + cuBLAS is faster, but
-  // both kernels can still be forced to M = 32.
+  // Past M = 8 (qmv_scaled) and 32 (qmm_scaled_rf) dequantize_scaled + cuBLAS is faster; forced,
+  // qmv_scaled and qmv_scaled_mma still run to M = 32 and 16.
   p.m = 16;
   EXPECT_EQ(pick(p), "qmv_scaled");
   p.m = 17;
   EXPECT_EQ(pick(p), "qmm_generic_dq");
   p.m = 9;
   p.dtype = DType::bf16;
-  EXPECT_EQ(pick(p), "qmv_scaled_mma");
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
   p.m = 17;
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
+  p.m = 33;
   EXPECT_EQ(pick(p), "qmm_generic_dq");
-  p.k = 48;  // not whole runs: qmv_scaled to M = 8
+  p.k = 48;  // not whole runs: qmv_scaled to M = 8, and no whole 32-code chunks for qmm_scaled_rf
   p.m = 8;
   EXPECT_EQ(pick(p), "qmv_scaled");
   p.m = 9;

@@ -81,6 +81,13 @@ std::string qmv_scaled_mma_supports(const Problem& p);
 void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                     MatrixView y, const Context& ctx);
 
+// qmm_scaled_rf.cu: qmm_affine_rf's kernel on microscaled and fp8 [N, K] codes (v·s as the mma's
+// A), f16/bf16 x (E8M0 scales: bf16 only), M <= 32.
+std::string qmm_scaled_rf_supports(const Problem& p);
+std::string qmm_scaled_rf_ahead_supports(const Problem& p);  // M >= 3 (nvfp4: 2), before the mma
+void qmm_scaled_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx);
+
 // qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.
 std::string qmm_affine_wgmma_supports(const Problem& p);

@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/affine_simt.cuh"  // load_chunk
 #include "cuda/affine_unpack.cuh"
@@ -39,6 +40,7 @@
 #include "cuda/mma.cuh"
 #include "cuda/qmm_affine_tc.cuh"  // TcArgs, first_unit, cta_of_unit
 #include "cuda/runtime.cuh"
+#include "cuda/scaled_decode.cuh"
 
 namespace quanta::cuda {
 
@@ -54,10 +56,66 @@ __device__ __forceinline__ void rf_prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
-template <class T, int BITS, int MT, int D, int MINB>
+// qmm_scaled_rf: pair i (0..15) of a chunk of microscaled or fp8 codes (the positions pair_lo /
+// pair_hi of affine_unpack.cuh: (c, c + 4) for E2M1, (c, c + 2) for the 8-bit codes), as T's pair
+// of v·s (fp8: v; its scale is applied to the sums). Exact: nvfp4's v·s has at most 6
+// significant bits and stays within 2^-10..2688; E8M0 scales are powers of two that bf16 holds
+// (qmm_scaled_rf_supports takes mxfp4 and mxfp8 with bf16 x only); fp8 values fit f16 and bf16.
+template <class T, Scheme S, int BITS>
+__device__ __forceinline__ uint32_t scaled_pair(const uint32_t (&w)[BITS], int i,
+                                                typename Vec2<T>::type s2) {
+  constexpr bool kBf16 = !std::is_same_v<T, __half>;
+  constexpr bool kRowScale = S == Scheme::fp8_e4m3 || S == Scheme::fp8_e5m2;
+  uint32_t v;
+  if constexpr (BITS == 4) {  // E2M1 nibbles (i % 4, i % 4 + 4) of word i / 4
+    const uint32_t sh = w[i / 4] >> (4 * (i % 4));
+    if constexpr (kBf16) {
+      // Magnitude under bf16's exponent and mantissa (bits 6-8), sign at 15: v · 2^-126 (0.5 a
+      // subnormal), times 2^126 exactly.
+      const uint32_t t = ((sh & 0x00070007u) << 6) | ((sh & 0x00080008u) << 12);
+      v = as_u32(__hmul2(as_vec2<T>(t), __float2bfloat162_rn(0x1p126f)));
+    } else {
+      v = e2m1_pair(w[i / 4], i % 4);
+    }
+  } else {  // bytes (c, c + 2) of word i / 2, c = i % 2, as an exact f16 pair
+    const uint32_t c = static_cast<uint32_t>(i % 2);
+    uint32_t h;
+    if constexpr (ScaledTraits<S>::kCode == ElementCode::e4m3) {
+      const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(__byte_perm(w[i / 2], 0u, c | (c + 2) << 4)),
+          __NV_E4M3);
+      h = static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
+    } else {  // E5M2: the byte is the top half of an f16
+      h = __byte_perm(w[i / 2], 0u, 0x0404u | c << 4 | (c + 2) << 12);  // (0, c, 0, c + 2)
+    }
+    if constexpr (kBf16) {
+      const float2 f = __half22float2(as_vec2<__half>(h));
+      v = as_u32(__floats2bfloat162_rn(f.x, f.y));
+    } else {
+      v = h;
+    }
+  }
+  if constexpr (kRowScale) return v;
+  return as_u32(__hmul2(as_vec2<T>(v), s2));
+}
+
+// A scale byte (E8M0 or E4M3) as T.
+template <class T, Scheme S>
+__device__ __forceinline__ T scale_as(uint8_t b) {
+  return from_f32<T>(ScaledTraits<S>::kScaleE8m0 ? codec::e8m0_to_float(b)
+                                                 : codec::e4m3_to_float(b));
+}
+
+// S = affine: qmm_affine_rf. Any other scheme: qmm_scaled_rf, the same kernel on microscaled
+// (mxfp4, nvfp4, mxfp8) and fp8 codes: A = v·s per pair (scaled_pair), no biases, nvfp4's tensor
+// scale and fp8's row or tensor scale applied to the f32 sums before they are stored.
+template <class T, int BITS, int MT, int D, int MINB, Scheme SCH = Scheme::affine>
 __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const TcArgs a) {
+  constexpr bool kScaled = SCH != Scheme::affine;
+  constexpr bool kRowScale = SCH == Scheme::fp8_e4m3 || SCH == Scheme::fp8_e5m2;
+  constexpr int kSG = SCH == Scheme::nvfp4 ? 2 : 1;  // scales a chunk of 32 codes
   // bf16 has 7 mantissa bits: 8-bit codes are dequantized through f32 (as qmm_affine_tc).
-  constexpr bool kF32Dequant = BITS == 8 && Magic<T>::kMantissa < 8;
+  constexpr bool kF32Dequant = !kScaled && BITS == 8 && Magic<T>::kMantissa < 8;
   using V = typename Vec2<T>::type;
   __shared__ int is_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -85,10 +143,15 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   int code_rt = -1;
   const uint8_t* crow[2][2] = {{a.codes, a.codes}, {a.codes, a.codes}};
   int64_t srow[2][2] = {{0, 0}, {0, 0}};  // rows' first scale entry
-  struct Slot {
+  struct AffineSlot {
     uint32_t w[2][2][BITS];
     T s[2][2], b[2][2];
   };
+  struct ScaledSlot {  // nvfp4: the chunk's two E4M3 scale bytes, converted when used
+    uint32_t w[2][2][BITS];
+    std::conditional_t<SCH == Scheme::nvfp4, uint32_t, T> s[2][2];
+  };
+  using Slot = std::conditional_t<kScaled, ScaledSlot, AffineSlot>;
   auto load_window = [&](Slot& r) {
     if (li < nwin) {
       if (lrt != code_rt) {
@@ -113,8 +176,14 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
             load_chunk<BITS, ChunkLoad::stream_l2>(crow[at][rho] + kc / 8 * BITS, r.w[at][rho]);
-            r.s[at][rho] = scales[srow[at][rho] + grp];
-            r.b[at][rho] = biases[srow[at][rho] + grp];
+            if constexpr (!kScaled) {
+              r.s[at][rho] = scales[srow[at][rho] + grp];
+              r.b[at][rho] = biases[srow[at][rho] + grp];
+            } else if constexpr (SCH == Scheme::nvfp4) {  // the chunk's two groups of 16
+              r.s[at][rho] = *reinterpret_cast<const uint16_t*>(a.scales + srow[at][rho] + grp);
+            } else if constexpr (!kRowScale) {  // one group of 32
+              r.s[at][rho] = scale_as<T, SCH>(a.scales[srow[at][rho] + grp]);
+            }
           }
       } else {  // past K: A = 0·q + 0 (and B is zero there too)
 #pragma unroll
@@ -123,8 +192,15 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
           for (int rho = 0; rho < 2; ++rho) {
 #pragma unroll
             for (int i = 0; i < BITS; ++i) r.w[at][rho][i] = 0u;
-            r.s[at][rho] = from_f32<T>(0.0f);
-            r.b[at][rho] = from_f32<T>(0.0f);
+            if constexpr (!kScaled) {
+              r.s[at][rho] = from_f32<T>(0.0f);
+              r.b[at][rho] = from_f32<T>(0.0f);
+            } else {
+              if constexpr (SCH == Scheme::nvfp4)
+                r.s[at][rho] = 0u;
+              else
+                r.s[at][rho] = from_f32<T>(0.0f);
+            }
           }
       }
       if (++lhalf == 2) {
@@ -148,7 +224,31 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         for (int e = 0; e < 4; ++e) acc[at][t][e] = 0.0f;
   };
   // acc[at][t][e]: row 32·warp + 16·at + g + 8·(e / 2) of the tile, column m = 8·t + 2q + e % 2.
-  auto flush = [&](int rt) { stream_k_flush<T, MT>(a, rt, u_begin, u_end, acc, is_last); };
+  auto flush = [&](int rt) {
+    if constexpr (SCH == Scheme::nvfp4) {  // the tensor scale
+#pragma unroll
+      for (int at = 0; at < 2; ++at)
+#pragma unroll
+        for (int t = 0; t < MT; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[at][t][e] *= a.global;
+    } else if constexpr (kRowScale) {  // the row's (or the tensor's) f32 scale
+      const float* rs = reinterpret_cast<const float*>(a.scales);
+#pragma unroll
+      for (int at = 0; at < 2; ++at)
+#pragma unroll
+        for (int rho = 0; rho < 2; ++rho) {
+          const int n = min(rt * kRfRows + 32 * warp + 16 * at + 8 * rho + g, a.n - 1);
+          const float sc = rs[a.per_row ? n : 0];
+#pragma unroll
+          for (int t = 0; t < MT; ++t) {
+            acc[at][t][2 * rho] *= sc;
+            acc[at][t][2 * rho + 1] *= sc;
+          }
+        }
+    }
+    stream_k_flush<T, MT>(a, rt, u_begin, u_end, acc, is_last);
+  };
 
   // (row tile, stage) of the unit being computed.
   int cur_rt, cur_st;
@@ -187,14 +287,28 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         cur_st = 0;
         ++cur_rt;
       }
-      V s2[2][2], b2[2][2];
+      V s2[2][2][kSG], b2[2][2];
       float sf[2][2], bf[2][2];
 #pragma unroll
       for (int at = 0; at < 2; ++at)
 #pragma unroll
         for (int rho = 0; rho < 2; ++rho) {
-          s2[at][rho].x = s2[at][rho].y = ring[d].s[at][rho];
-          b2[at][rho].x = b2[at][rho].y = ring[d].b[at][rho];
+          if constexpr (SCH == Scheme::nvfp4) {  // E4M3 pair -> exact f16 pair -> T
+            const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
+                static_cast<__nv_fp8x2_storage_t>(ring[d].s[at][rho]), __NV_E4M3);
+            uint32_t t = static_cast<uint32_t>(r.x) | static_cast<uint32_t>(r.y) << 16;
+            if constexpr (!std::is_same_v<T, __half>) {
+              const float2 f = __half22float2(as_vec2<__half>(t));
+              t = as_u32(__floats2bfloat162_rn(f.x, f.y));
+            }
+            s2[at][rho][0] = as_vec2<T>(__byte_perm(t, 0u, 0x1010));
+            s2[at][rho][1] = as_vec2<T>(__byte_perm(t, 0u, 0x3232));
+          } else if constexpr (kScaled) {
+            s2[at][rho][0].x = s2[at][rho][0].y = ring[d].s[at][rho];
+          } else {
+            s2[at][rho][0].x = s2[at][rho][0].y = ring[d].s[at][rho];
+            b2[at][rho].x = b2[at][rho].y = ring[d].b[at][rho];
+          }
           if constexpr (kF32Dequant) {
             sf[at][rho] = to_f32(ring[d].s[at][rho]);
             bf[at][rho] = to_f32(ring[d].b[at][rho]);
@@ -211,7 +325,10 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const int pi = 4 * jp + i;
-              if constexpr (kF32Dequant) {  // bytes (c, c + 2) of word pi / 2 as 2^23 + q
+              if constexpr (kScaled) {  // nvfp4: pairs 0..7 are the chunk's first group
+                av[at][rho][i] = scaled_pair<T, SCH, BITS>(ring[d].w[at][rho], pi,
+                                                           s2[at][rho][kSG == 2 ? pi / 8 : 0]);
+              } else if constexpr (kF32Dequant) {  // bytes (c, c + 2) of word pi / 2 as 2^23 + q
                 const uint32_t wd = ring[d].w[at][rho][pi / 2], c0 = pi % 2;
                 const float lo = __uint_as_float(__byte_perm(wd, 0x4B000000u, 0x7440 | c0));
                 const float hi = __uint_as_float(__byte_perm(wd, 0x4B000000u, 0x7440 | (c0 + 2)));
@@ -221,7 +338,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
               } else {
                 const uint32_t p = unpack_pair<BITS>(ring[d].w[at][rho], pi, magic);
                 av[at][rho][i] =
-                    as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho], b2[at][rho]));
+                    as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho][0], b2[at][rho]));
               }
             }
         // The activations of pairs 4jp..4jp+3 (affine_unpack.cuh's positions in the chunk) as
@@ -298,6 +415,50 @@ int occupancy_qmm_affine_rf() {
   }();
   return c;
 }
+
+// qmm_scaled_rf's instances (qmm_scaled_rf_fp4.cu, qmm_scaled_rf_fp8.cu): the same kernel on
+// microscaled and fp8 codes, 4-bit (E2M1) or 8-bit chunks, with affine's ring and launch bounds.
+template <Scheme SCH>
+inline constexpr int kScaledBits = ScaledTraits<SCH>::kCode == ElementCode::e2m1 ? 4 : 8;
+
+template <class T, Scheme SCH, int MT>
+void launch_qmm_scaled_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr int B = kScaledBits<SCH>;
+  qmm_affine_rf_kernel<T, B, MT, kRfDepth, kRfMinBlocks<B, MT>, SCH>
+      <<<grid, kRfThreads, 0, stream>>>(a);
+  QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, Scheme SCH, int MT>
+int occupancy_qmm_scaled_rf() {
+  constexpr int B = kScaledBits<SCH>;
+  static const int c = [] {
+    int b = 0;
+    QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &b, qmm_affine_rf_kernel<T, B, MT, kRfDepth, kRfMinBlocks<B, MT>, SCH>, kRfThreads, 0));
+    return b > 0 ? b : 1;
+  }();
+  return c;
+}
+
+#define QUANTA_SRF_ONE(EXTERN, T, SCH, MT)                                                  \
+  EXTERN template void launch_qmm_scaled_rf<T, SCH, MT>(const TcArgs&, dim3, cudaStream_t); \
+  EXTERN template int occupancy_qmm_scaled_rf<T, SCH, MT>();
+#define QUANTA_SRF_TILES(EXTERN, T, SCH) \
+  QUANTA_SRF_ONE(EXTERN, T, SCH, 1)      \
+  QUANTA_SRF_ONE(EXTERN, T, SCH, 2)      \
+  QUANTA_SRF_ONE(EXTERN, T, SCH, 4)
+// E8M0-scaled codes run with bf16 x only (qmm_scaled_rf_supports).
+#define QUANTA_SRF_FP4(EXTERN)                           \
+  QUANTA_SRF_TILES(EXTERN, __nv_bfloat16, Scheme::mxfp4) \
+  QUANTA_SRF_TILES(EXTERN, __half, Scheme::nvfp4)        \
+  QUANTA_SRF_TILES(EXTERN, __nv_bfloat16, Scheme::nvfp4)
+#define QUANTA_SRF_FP8(EXTERN)                              \
+  QUANTA_SRF_TILES(EXTERN, __nv_bfloat16, Scheme::mxfp8)    \
+  QUANTA_SRF_TILES(EXTERN, __half, Scheme::fp8_e4m3)        \
+  QUANTA_SRF_TILES(EXTERN, __nv_bfloat16, Scheme::fp8_e4m3) \
+  QUANTA_SRF_TILES(EXTERN, __half, Scheme::fp8_e5m2)        \
+  QUANTA_SRF_TILES(EXTERN, __nv_bfloat16, Scheme::fp8_e5m2)
 
 #define QUANTA_RF_ONE(EXTERN, T, BITS, MT)                                                   \
   EXTERN template void launch_qmm_affine_rf<T, BITS, MT>(const TcArgs&, dim3, cudaStream_t); \

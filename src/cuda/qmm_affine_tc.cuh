@@ -58,6 +58,10 @@ struct TcArgs {
   int32_t tile_stages;  // S = ceil(K / kTcBK) units per row tile
   int32_t max_contrib;  // partial slots per row tile
   int64_t units;        // row tiles x S
+  // qmm_scaled_rf (microscaled and fp8 codes): nvfp4's tensor scale; fp8 1 for an f32 scale a
+  // row of W at `scales`, 0 for one scale of the tensor. The affine kernels ignore both.
+  float global = 1.0f;
+  int32_t per_row = 0;
 };
 
 inline constexpr int kTcThreads = 128;
