@@ -261,7 +261,10 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         p.op = Op::gather_matmul;
         const Family fam = f.info().family;
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
-        EXPECT_EQ(pick(p), scaled ? "gather_qmv_scaled" : "gather_matmul_generic") << f.name();
+        EXPECT_EQ(pick(p), scaled                       ? "gather_qmv_scaled"
+                           : f.scheme == Scheme::affine ? "gather_qmv_affine"
+                                                        : "gather_matmul_generic")
+            << f.name();
         p.op = Op::dequantize;
         p.m = 0;
         EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine"
@@ -326,6 +329,17 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   p.k = 1024;
   p.m = 16;
   EXPECT_EQ(std::string(select_kernel(p, "qmv_scaled_mma").name), "qmv_scaled_mma");
+}
+
+TEST_F(SelectCuda, AffineGatherRunsItsKernel) {
+  for (int b : detail::kAffineBits) {
+    Problem p = affine_problem(5, DType::bf16, b, 64, 256, 1024);
+    p.op = Op::gather_matmul;
+    p.batch = 8;
+    EXPECT_EQ(pick(p), "gather_qmv_affine") << b << "-bit";
+    p.layout = Layout::kn;
+    EXPECT_EQ(pick(p), "gather_matmul_generic") << b << "-bit";
+  }
 }
 
 TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {

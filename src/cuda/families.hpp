@@ -88,6 +88,12 @@ std::string qmm_scaled_rf_ahead_supports(const Problem& p);  // M >= 3 (nvfp4: 2
 void qmm_scaled_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// gather_qmv_affine.cu: gather_matmul for affine [N, K] expert stacks, every width and dtype:
+// CUDA cores, a row of x and its expert's matrix a pass, ids checked on the device.
+std::string gather_qmv_affine_supports(const Problem& p);
+void gather_qmv_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                       MatrixView y, const Context& ctx);
+
 // qmm_affine_wgmma.cu: affine nk 2/4/8-bit (groups of 64k), f16/bf16, M >= 33, sm_90a; CUTLASS's
 // mixed-input wgmma GEMM, codes converted and scaled in registers, stream-K.
 std::string qmm_affine_wgmma_supports(const Problem& p);
