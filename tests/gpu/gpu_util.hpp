@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,49 @@ inline std::vector<const KernelEntry*> device_kernels_for(const Problem& p) {
 
 inline std::string describe(const QuantizedMatrix& w, DType t, int64_t m) {
   return w.describe() + " " + std::string(dtype_name(t)) + " M=" + std::to_string(m);
+}
+
+// gather_matmul through `kernel` on a stack of 3 experts (hw on the host, w its device copy) for
+// 6 rows of x: valid ids with repeats, then ids with two outside the stack, whose rows must come
+// back NaN with an error after the launch; every other row against the fp64 oracle.
+inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                         std::string_view kernel, uint32_t seed) {
+  const int64_t n = hw.n, k = hw.k;
+  DeviceDense x(random_dense(t, 6, k, seed, 1.0f, false));
+  DeviceDense y(t, 6, n);
+  Context ctx;
+  ctx.kernel = kernel;
+  for (const std::vector<int32_t>& ids :
+       {std::vector<int32_t>{2, 0, 2, 1, 1, 0}, std::vector<int32_t>{1, 3, 0, -1, 2, 2}}) {
+    cuda::DeviceBuffer ids_d(ids.size() * sizeof(int32_t));
+    QUANTA_CUDA_CHECK(
+        cudaMemcpy(ids_d.data(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    y.poison();
+    const bool bad = ids[1] == 3;
+    if (bad)
+      EXPECT_THROW(gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx), Error);
+    else
+      gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
+    y.download();
+    std::vector<int32_t> safe = ids;  // the oracle on valid ids; bad rows checked apart
+    for (int32_t& e : safe) e = e < 0 || e > 2 ? 0 : e;
+    const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, safe);
+    for (int64_t r = 0; r < 6; ++r) {
+      const bool nan_row = ids[r] < 0 || ids[r] > 2;
+      Dense got_r(t, 1, n);
+      const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
+      std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
+      if (nan_row) {
+        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(got_r.at(j))) << r << " " << j;
+      } else {
+        const auto c = ref::compare(
+            got_r.view(), std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)),
+            t);
+        EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " row "
+                            << r << " rel_l2 " << c.rel_l2;
+      }
+    }
+  }
 }
 
 }  // namespace quanta::gpu_test

@@ -284,46 +284,10 @@ TEST_P(CudaAffine, AutoSelectionEveryM) {
 // after the launch.
 TEST_P(CudaAffine, GatherKernel) {
   const auto [bits, group] = GetParam();
-  const int64_t n = 37, k = 1152;
   for (DType t : kAllDTypes) {
-    const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 17,
-                                            /*batch=*/3);
-    const QuantizedMatrix w = to_device(hw);
-    DeviceDense x(test::random_dense(t, 6, k, 18, 1.0f, false));
-    DeviceDense y(t, 6, n);
-    Context ctx;
-    ctx.kernel = "gather_qmv_affine";
-    for (const std::vector<int32_t>& ids :
-         {std::vector<int32_t>{2, 0, 2, 1, 1, 0}, std::vector<int32_t>{1, 3, 0, -1, 2, 2}}) {
-      cuda::DeviceBuffer ids_d(ids.size() * sizeof(int32_t));
-      QUANTA_CUDA_CHECK(cudaMemcpy(ids_d.data(), ids.data(), ids.size() * sizeof(int32_t),
-                                   cudaMemcpyHostToDevice));
-      y.poison();
-      const bool bad = ids[1] == 3;
-      if (bad)
-        EXPECT_THROW(gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx), Error);
-      else
-        gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
-      y.download();
-      std::vector<int32_t> safe = ids;  // the oracle on valid ids; bad rows checked apart
-      for (int32_t& e : safe) e = e < 0 || e > 2 ? 0 : e;
-      const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, safe);
-      for (int64_t r = 0; r < 6; ++r) {
-        const bool nan_row = ids[r] < 0 || ids[r] > 2;
-        test::Dense got_r(t, 1, n);
-        const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
-        std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
-        if (nan_row) {
-          for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(got_r.at(j))) << r << " " << j;
-        } else {
-          const auto c = ref::compare(
-              got_r.view(),
-              std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)), t);
-          EXPECT_TRUE(c.pass) << hw.describe() << " " << dtype_name(t) << " row " << r << " rel_l2 "
-                              << c.rel_l2;
-        }
-      }
-    }
+    const QuantizedMatrix hw =
+        host_weights(Format::affine(bits, group), t, 37, 1152, Layout::nk, 17, /*batch=*/3);
+    gpu_test::check_gather(hw, to_device(hw), t, "gather_qmv_affine", 18);
   }
 }
 
