@@ -147,6 +147,41 @@ struct DTypeOf<__nv_bfloat16> {
   static constexpr DType value = DType::bf16;
 };
 
+// Elements [k0, k0 + E) of a row of activations as f32 (E = 4 or 8; 16-byte loads through the
+// read-only cache, so row + k0 is 16-byte aligned for f16/bf16 and E = 8, 8-byte for E = 4).
+template <class T, int E>
+__device__ __forceinline__ void load_x(const T* row, int k0, float* out) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < E; i += 4) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(row + k0 + i));
+      out[i] = f.x;
+      out[i + 1] = f.y;
+      out[i + 2] = f.z;
+      out[i + 3] = f.w;
+    }
+  } else {
+    uint32_t u[E / 2];
+    if constexpr (E == 8) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(row + k0));
+      u[0] = q.x, u[1] = q.y, u[2] = q.z, u[3] = q.w;
+    } else {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(row + k0));
+      u[0] = q.x, u[1] = q.y;
+    }
+#pragma unroll
+    for (int i = 0; i < E / 2; ++i) {
+      if constexpr (sizeof(T) == 2 && DTypeOf<T>::value == DType::f16) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+        out[2 * i] = f.x, out[2 * i + 1] = f.y;
+      } else {  // bf16: the f32 whose top half it is
+        out[2 * i] = __uint_as_float(u[i] << 16);
+        out[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+      }
+    }
+  }
+}
+
 // f.template operator()<T>() with T the device type of `t`.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& f) {

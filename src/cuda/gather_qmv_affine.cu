@@ -8,6 +8,7 @@
 // while the current one is used. Codes are exact f32 (code_f32), x is converted once per chunk
 // and shared by the 4 rows, f32 accumulation. An id outside the stack sets the flag and NaNs the
 // row, reading nothing of W (an error after the launch, as gather_matmul_generic).
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -38,30 +39,6 @@ struct GatherArgs {
   int32_t m, n, k, batch, log2_group;
   DType scale_dtype;
 };
-
-// Elements [k0, k0 + 8) of a row of x as f32 (16-byte aligned for f16/bf16).
-template <class T>
-__device__ __forceinline__ void load_x8(const T* row, int k0, float (&out)[8]) {
-  if constexpr (sizeof(T) == 4) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(row + k0));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(row + k0 + 4));
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-  } else {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(row + k0));
-    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (DTypeOf<T>::value == DType::f16) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
-        out[2 * i] = f.x, out[2 * i + 1] = f.y;
-      } else {  // bf16: the f32 whose top half it is
-        out[2 * i] = __uint_as_float(u[i] << 16);
-        out[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
-      }
-    }
-  }
-}
 
 template <class T, int BITS>
 __global__ void __launch_bounds__(kThreads) gather_qmv_affine_kernel(const GatherArgs a) {
@@ -110,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) gather_qmv_affine_kernel(const Gathe
 #pragma unroll
       for (int i0 = 0; i0 < 32; i0 += 8) {  // 8 activations at a time keeps registers flat
         float xv[8];
-        load_x8<T>(xr, 32 * c + i0, xv);
+        load_x<T, 8>(xr, 32 * c + i0, xv);
         sx += ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]));
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
@@ -170,9 +147,7 @@ void gather_qmv_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_
   a.n = d.n;
   a.k = d.k;
   a.batch = d.batch;
-  int lg = 0;
-  while ((1 << lg) < w.format.group_size) ++lg;
-  a.log2_group = lg;
+  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
   a.scale_dtype = w.scale_dtype;
   const dim3 grid(static_cast<unsigned>((a.n + kRows * kWarps - 1) / (kRows * kWarps)),
                   static_cast<unsigned>(a.m < kMaxGridY ? a.m : kMaxGridY));

@@ -99,13 +99,6 @@ __device__ __forceinline__ uint32_t scaled_pair(const uint32_t (&w)[BITS], int i
   return as_u32(__hmul2(as_vec2<T>(v), s2));
 }
 
-// A scale byte (E8M0 or E4M3) as T.
-template <class T, Scheme S>
-__device__ __forceinline__ T scale_as(uint8_t b) {
-  return from_f32<T>(ScaledTraits<S>::kScaleE8m0 ? codec::e8m0_to_float(b)
-                                                 : codec::e4m3_to_float(b));
-}
-
 // S = affine: qmm_affine_rf. Any other scheme: qmm_scaled_rf, the same kernel on microscaled
 // (mxfp4, nvfp4, mxfp8) and fp8 codes: A = v·s per pair (scaled_pair), no biases, nvfp4's tensor
 // scale and fp8's row or tensor scale applied to the f32 sums before they are stored.
@@ -181,8 +174,8 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
               r.b[at][rho] = biases[srow[at][rho] + grp];
             } else if constexpr (SCH == Scheme::nvfp4) {  // the chunk's two groups of 16
               r.s[at][rho] = *reinterpret_cast<const uint16_t*>(a.scales + srow[at][rho] + grp);
-            } else if constexpr (!kRowScale) {  // one group of 32
-              r.s[at][rho] = scale_as<T, SCH>(a.scales[srow[at][rho] + grp]);
+            } else if constexpr (!kRowScale) {  // one E8M0 scale for the chunk's group of 32
+              r.s[at][rho] = from_f32<T>(codec::e8m0_to_float(a.scales[srow[at][rho] + grp]));
             }
           }
       } else {  // past K: A = 0·q + 0 (and B is zero there too)

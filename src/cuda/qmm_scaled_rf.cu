@@ -9,6 +9,7 @@
 #include "cuda/checks.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_rf.cuh"
+#include "cuda/scaled_decode.cuh"  // scale_alignment
 #include "cuda/stream_k.hpp"
 #include "quanta/error.hpp"
 
@@ -46,12 +47,9 @@ void qmm_scaled_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   constexpr std::string_view kName = "qmm_scaled_rf", kOp = "matmul";
   require_device_operands(x, w, nullptr, y, kOp);
   const Scheme s = w.format.scheme;
-  const std::size_t scale_align = s == Scheme::nvfp4                         ? 2
-                                  : s == Scheme::mxfp4 || s == Scheme::mxfp8 ? 1
-                                                                             : 4;
   if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, scale_align, ctx, kName, kOp, "w.scales"))
+      !alignment_ok(w.scales, scale_alignment(s), ctx, kName, kOp, "w.scales"))
     return matmul_generic(x, w, nullptr, y, ctx);
   TcArgs a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);

@@ -21,37 +21,31 @@
 
 namespace quanta::cuda {
 
-// What a scheme stores: the scale encoding, codes per 16-byte chunk, elements per scale, the
-// element code.
+// What a scheme stores: codes per 16-byte chunk, elements per scale, the element code.
 template <Scheme S>
 struct ScaledTraits;
 template <>
 struct ScaledTraits<Scheme::mxfp4> {
-  static constexpr bool kScaleE8m0 = true;
   static constexpr int kCodes = 32, kGroup = 32;
   static constexpr ElementCode kCode = ElementCode::e2m1;
 };
 template <>
 struct ScaledTraits<Scheme::nvfp4> {
-  static constexpr bool kScaleE8m0 = false;  // E4M3
   static constexpr int kCodes = 32, kGroup = 16;
   static constexpr ElementCode kCode = ElementCode::e2m1;
 };
 template <>
 struct ScaledTraits<Scheme::mxfp8> {
-  static constexpr bool kScaleE8m0 = true;
   static constexpr int kCodes = 16, kGroup = 32;
   static constexpr ElementCode kCode = ElementCode::e4m3;
 };
 template <>
 struct ScaledTraits<Scheme::fp8_e4m3> {
-  static constexpr bool kScaleE8m0 = false;  // f32 scales
   static constexpr int kCodes = 16, kGroup = 0;
   static constexpr ElementCode kCode = ElementCode::e4m3;
 };
 template <>
 struct ScaledTraits<Scheme::fp8_e5m2> {
-  static constexpr bool kScaleE8m0 = false;  // f32 scales
   static constexpr int kCodes = 16, kGroup = 0;
   static constexpr ElementCode kCode = ElementCode::e5m2;
 };
