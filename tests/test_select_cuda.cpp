@@ -246,10 +246,12 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           const bool rf_ahead = rf && (m >= 3 || (m == 2 && f.scheme == Scheme::nvfp4));
           const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
           const bool scaled = micro_or_fp8 && (mma || m <= (t == DType::f32 ? 16 : 8));
+          const bool gguf = fam == Family::gguf && m <= 16;  // qmv_gguf, then dequantize + cuBLAS
           EXPECT_EQ(pick(p), rf_ahead ? "qmm_scaled_rf"
                              : mma    ? "qmv_scaled_mma"
                              : scaled ? "qmv_scaled"
                              : rf     ? "qmm_scaled_rf"
+                             : gguf   ? "qmv_gguf"
                                       : "qmm_generic_dq")
               << f.name() << " M=" << m;
           p.layout = Layout::kn;
@@ -263,7 +265,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
         EXPECT_EQ(pick(p), scaled                       ? "gather_qmv_scaled"
                            : f.scheme == Scheme::affine ? "gather_qmv_affine"
-                                                        : "gather_matmul_generic")
+                                                        : "gather_qmv_gguf")
             << f.name();
         p.op = Op::dequantize;
         p.m = 0;

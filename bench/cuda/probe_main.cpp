@@ -126,12 +126,15 @@ DeviceWeights random_weights(const Format& f, DType t, int64_t n, int64_t k, Lay
   gpu::fill_random_bytes(base, fp.code_bytes, seed);
   std::byte* scales = base + (fp.code_bytes + 255) / 256 * 256;
   std::byte* biases = scales + fp.scale_bytes;
-  // Microscaled and fp8 codes and scales kept finite, so that --check compares numbers: E4M3
+  // Microscaled, fp8 and GGUF codes and scales kept finite, so that --check compares numbers: E4M3
   // codes without the top exponent bit's 0x7F / 0xFF, E5M2 without the all-ones exponent, E8M0
   // scales 2^-7..2^0, E4M3 scales positive 2^-3..2^-1, fp8's f32 scales normal(0, 0.01).
   const SchemeInfo& info = f.info();
   if (info.code == ElementCode::e4m3) gpu::mask_bytes(base, fp.code_bytes, 0xF7, 0);
   if (info.code == ElementCode::e5m2) gpu::mask_bytes(base, fp.code_bytes, 0xFB, 0);
+  // GGUF blocks hold their f16 scales among the codes: bit 6 of every byte cleared keeps each
+  // f16 field's exponent below 16 (finite, |d| < 2).
+  if (info.family == Family::gguf) gpu::mask_bytes(base, fp.code_bytes, 0xBF, 0);
   if (fp.scale_bytes) {
     if (f.scheme == Scheme::affine) {
       gpu::fill_random(scales, t, fp.scale_count, seed + 1, 0.01f);

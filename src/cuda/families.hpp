@@ -76,6 +76,11 @@ std::string qmv_scaled_supports(const Problem& p);
 std::string qmv_scaled_ahead_supports(const Problem& p);  // M <= 8 (f32: 16), before the dq path
 void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                 MatrixView y, const Context& ctx);
+// qmv_gguf.cu: GGUF block formats nk, any dtype, small M: CUDA cores, each row's blocks loaded
+// coalesced into shared memory and decoded there, each code read once per four rows of x.
+std::string qmv_gguf_supports(const Problem& p);
+void qmv_gguf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids, MatrixView y,
+              const Context& ctx);
 // The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.
 std::string qmv_scaled_mma_supports(const Problem& p);
 void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

@@ -118,6 +118,37 @@ TEST_P(CudaGeneric, ScaledGather) {
   }
 }
 
+// qmv_gguf (GGUF [N, K], CUDA cores): K in segments of 1024 elements, one piece of 32 a lane: a
+// K of 2 segments and a partial third (lanes past its pieces idle), of one partial segment, and
+// of a single block, and 10 segments over 5 warps; N not a multiple of a CTA's 4 rows (and N = 1);
+// M in one pass of up to four rows of x, several, and a partial last one; every dtype. With 18-,
+// 22-, 34-, 110- and 210-byte blocks the ragged K starts every odd row 2 bytes into a word.
+TEST_P(CudaGeneric, GgufGemv) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf) GTEST_SKIP() << "qmv_gguf serves the GGUF formats";
+  const int64_t be = f.info().block_elems;
+  const int64_t ragged = be == 32 ? 2048 + 9 * 32 : 2048 + 3 * 256;
+  for (DType t : kAllDTypes) {
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) check(f, t, Layout::nk, m, 37, ragged, "qmv_gguf");
+    check(f, t, Layout::nk, 2, 101, 512, "qmv_gguf");
+    check(f, t, Layout::nk, 1, 3, be, "qmv_gguf");
+    check(f, t, Layout::nk, 4, 1, 1024, "qmv_gguf");
+    check(f, t, Layout::nk, 3, 9, 9 * 1024 + 256, "qmv_gguf");  // 5 warps of 2 segments, 2 short
+  }
+}
+
+// gather_qmv_gguf: each row of x with its expert (ragged N and K, every dtype), and out-of-range
+// ids flagged: those rows NaN, the others right, an error after the launch.
+TEST_P(CudaGeneric, GgufGather) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf) GTEST_SKIP() << "gather_qmv_gguf serves the GGUF formats";
+  const int64_t k = f.info().block_elems == 32 ? 1024 + 5 * 32 : 1024 + 256;
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix hw = host_weights(f, t, 37, k, Layout::nk, 13, /*batch=*/3);
+    gpu_test::check_gather(hw, to_device(hw), t, "gather_qmv_gguf", 14);
+  }
+}
+
 // Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
 // with f32 activations (f16/bf16 affine [N, K] is covered in test_cuda_affine.cpp); several
 // slabs (a 1 MB budget: 128-row slabs at K = 2048 in f32), ragged N. [K, N], every dtype: one

@@ -1,0 +1,503 @@
+// qmv_gguf: GGUF block formats (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K) in the [N, K]
+// layout, y = x · Wᵀ for small M on CUDA cores, f32 accumulation. Before it these formats ran
+// dequantize + cuBLAS at every M (0.4-0.6 ms for 14336 x 5120, ~40x the time to read the blocks).
+//
+// A CTA owns 4 consecutive rows of W and its warps share K's segments of 1024 elements (32 legacy
+// blocks or 4 super-blocks): as many warps (up to 8) as make the shares equal, e.g. 5 warps of one
+// segment for K = 5120, 7 of two for K = 14336, so that no warp of a CTA idles while another
+// works; their sums meet in shared memory. Blocks are 18-210 bytes and only 2-byte aligned, so a
+// lane cannot load its own block with wide loads without touching a cache line per lane; instead
+// the warp loads each row's segment with coalesced 4-byte loads (its next segment in flight in
+// registers while the current one is used), parks it in its own shared memory, and lane l decodes
+// piece l: the 32
+// elements [32l, 32l + 32) of the segment (a legacy block, or sub-block l % 8 of a super-block).
+// A piece becomes 32 bytes holding q + offset, each turned into the exact f32 q by a byte permute
+// under 2^23 and one add, and meets 32 values of each row of x, loaded once for the 4 rows:
+//   Σ w·x = Σ_h scale_h · Σ_{k∈h} q_k·x_k − min_h · Σ_{k∈h} x_k     (h: the piece's two halves)
+// which is ggml's (d·sc)·q − dmin·m per element, summed in another order.
+#include <cstdint>
+
+#include "cuda/checks.hpp"
+#include "cuda/common.cuh"
+#include "cuda/families.hpp"
+#include "cuda/runtime.cuh"
+#include "cuda/weights.cuh"  // make_desc
+#include "format/gguf.hpp"
+
+namespace quanta::cuda {
+
+namespace {
+
+namespace gg = codec::gguf;
+
+constexpr int kMaxWarps = 8, kMaxThreads = 32 * kMaxWarps;
+constexpr int kRows = 4;      // rows of W per CTA
+constexpr int kMaxRowsX = 4;  // rows of x per pass over W
+constexpr int kRowsXChoices[] = {1, 2, 3, 4};
+constexpr int kPieces = 32;              // pieces of 32 elements per segment: one per lane
+constexpr int kSegElems = kPieces * 32;  // elements of a row per segment
+constexpr int kMaxGridY = 65535;         // gather: rows of x beyond it loop
+
+// Block bytes, elements, the offset that makes every stored value q + offset >= 0, and whether
+// the weights carry a min (w = scale·q − min: then each half's Σx is needed too).
+template <Scheme S>
+struct Gguf;
+template <>
+struct Gguf<Scheme::q4_0> {
+  static constexpr int kBytes = 18, kElems = 32, kOffset = 8;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Gguf<Scheme::q4_1> {
+  static constexpr int kBytes = 20, kElems = 32, kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Gguf<Scheme::q5_0> {
+  static constexpr int kBytes = 22, kElems = 32, kOffset = 16;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Gguf<Scheme::q5_1> {
+  static constexpr int kBytes = 24, kElems = 32, kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Gguf<Scheme::q8_0> {
+  static constexpr int kBytes = 34, kElems = 32, kOffset = 128;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Gguf<Scheme::q2_K> {
+  static constexpr int kBytes = 84, kElems = 256, kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Gguf<Scheme::q3_K> {
+  static constexpr int kBytes = 110, kElems = 256, kOffset = 4;
+  static constexpr bool kMin = false;
+};
+template <>
+struct Gguf<Scheme::q4_K> {
+  static constexpr int kBytes = 144, kElems = 256, kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Gguf<Scheme::q5_K> {
+  static constexpr int kBytes = 176, kElems = 256, kOffset = 0;
+  static constexpr bool kMin = true;
+};
+template <>
+struct Gguf<Scheme::q6_K> {
+  static constexpr int kBytes = 210, kElems = 256, kOffset = 32;
+  static constexpr bool kMin = false;
+};
+
+// Segment bytes, and the 4-byte words a lane loads per row: the segment may start 2 bytes into
+// its first word.
+template <Scheme S>
+constexpr int seg_bytes() {
+  return kSegElems / Gguf<S>::kElems * Gguf<S>::kBytes;
+}
+template <Scheme S>
+constexpr int lane_words() {
+  return (seg_bytes<S>() / 4 + 1 + 31) / 32;
+}
+
+struct GgufArgs {
+  const uint8_t* codes;      // [N][row_bytes]
+  const void* x;             // [M][K]
+  void* y;                   // [M][N]
+  const int32_t* ids;        // gather: the expert of each row of x (null for one matrix)
+  int* flag;                 // gather: set when an id is outside [0, batch)
+  const uint8_t* codes_end;  // one past the last code byte of the stack
+  int64_t row_bytes, code_stride;
+  int32_t m, n, k, batch;
+};
+
+// W words of a row's segment parked in shared memory, from byte offset `at` (even): funnel shifts
+// of W + 1 aligned words (the buffer has a spare word at its end).
+template <int W>
+__device__ __forceinline__ void words_at(const uint32_t* s, int at, uint32_t (&w)[W]) {
+  const int i0 = at >> 2;
+  const uint32_t sh = (at & 3) * 8;
+  uint32_t lo = s[i0];
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const uint32_t hi = s[i0 + i + 1];
+    w[i] = __funnelshift_r(lo, hi, sh);
+    lo = hi;
+  }
+}
+__device__ __forceinline__ uint32_t u16_at(const uint32_t* s, int at) {
+  return reinterpret_cast<const uint16_t*>(s)[at >> 1];
+}
+__device__ __forceinline__ uint32_t u8_at(const uint32_t* s, int at) {
+  return reinterpret_cast<const uint8_t*>(s)[at];
+}
+__device__ __forceinline__ float f16_at(const uint32_t* s, int at) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(u16_at(s, at))));
+}
+// Bits 0..3 of n as bit 0 of bytes 0..3.
+__device__ __forceinline__ uint32_t spread4(uint32_t n) {
+  return ((n & 0xFu) * 0x00204081u) & 0x01010101u;
+}
+
+// Piece p of the segment parked at byte `base` of s: its 32 stored values as bytes q + offset
+// (element i in byte i % 4 of word i / 4), and the scale and min of each 16-element half.
+template <Scheme S>
+__device__ __forceinline__ void decode_piece(const uint32_t* s, int base, int p, uint32_t (&qb)[8],
+                                             float (&sc)[2], float (&mn)[2]) {
+  using G = Gguf<S>;
+  if constexpr (G::kElems == 32) {
+    const int o = base + p * G::kBytes;
+    const float d = f16_at(s, o);
+    sc[0] = sc[1] = d;
+    mn[0] = mn[1] = 0.0f;
+    if constexpr (S == Scheme::q8_0) {
+      uint32_t w[8];
+      words_at(s, o + 2, w);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) qb[i] = w[i] ^ 0x80808080u;  // int8 + 128
+    } else {
+      constexpr bool kMin = G::kMin;
+      constexpr bool kHigh = S == Scheme::q5_0 || S == Scheme::q5_1;
+      constexpr int kQs = 2 + (kMin ? 2 : 0) + (kHigh ? 4 : 0);
+      if constexpr (kMin) mn[0] = mn[1] = -f16_at(s, o + 2);  // w = d·q + m
+      uint32_t w[4];
+      words_at(s, o + kQs, w);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // elements j and j + 16 share byte j
+        qb[i] = w[i] & 0x0F0F0F0Fu;
+        qb[i + 4] = (w[i] >> 4) & 0x0F0F0F0Fu;
+      }
+      if constexpr (kHigh) {  // bit e of qh is element e's bit 4
+        uint32_t qh[1];
+        words_at(s, o + kQs - 4, qh);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] |= spread4(qh[0] >> (4 * i)) << 4;
+      }
+    }
+  } else {
+    const int o = base + (p >> 3) * G::kBytes, j = p & 7;
+    if constexpr (S == Scheme::q4_K || S == Scheme::q5_K) {
+      // Sub-block j: nibble j % 2 of qs[32(j / 2) + l]; q5_K's bit 4 is bit j of qh[l].
+      const float d = f16_at(s, o), dmin = f16_at(s, o + 2);
+      const uint8_t* scales = reinterpret_cast<const uint8_t*>(s) + o + 4;
+      uint8_t sc6, m6;
+      gg::get_scale_min_k4(j, scales, &sc6, &m6);
+      sc[0] = sc[1] = d * static_cast<float>(sc6);
+      mn[0] = mn[1] = dmin * static_cast<float>(m6);
+      constexpr int kQs = S == Scheme::q4_K ? 16 : 48;
+      uint32_t w[8];
+      words_at(s, o + kQs + 32 * (j >> 1), w);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu;
+      if constexpr (S == Scheme::q5_K) {
+        words_at(s, o + 16, w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> j) & 0x01010101u) << 4;
+      }
+    } else {
+      // q2_K, q3_K, q6_K: elements 128h + 32jj + l, scales per 16 (index 8h + 2jj + l / 16).
+      const int h = j >> 2, jj = j & 3;
+      uint32_t w[8];
+      if constexpr (S == Scheme::q2_K) {  // scales[16] | qs[64] | d | dmin; bits 2jj of qs[32h + l]
+        const float d = f16_at(s, o + 80), dmin = f16_at(s, o + 82);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const uint32_t b = u8_at(s, o + 8 * h + 2 * jj + hf);
+          sc[hf] = d * static_cast<float>(b & 0xF);
+          mn[hf] = dmin * static_cast<float>(b >> 4);
+        }
+        words_at(s, o + 16 + 32 * h, w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
+      } else if constexpr (S == Scheme::q3_K) {
+        // hmask[32] | qs[64] | scales[12] | d; q = bits 2jj of qs[32h + l] - 4 unless bit 4h + jj
+        // of hmask[l] is set: stored as (2 bits | hmask bit << 2) with offset 4.
+        const float d = f16_at(s, o + 108);
+        const uint8_t* scales = reinterpret_cast<const uint8_t*>(s) + o + 96;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          sc[hf] = d * static_cast<float>(gg::q3_K_scale(scales, 8 * h + 2 * jj + hf));
+          mn[hf] = 0.0f;
+        }
+        words_at(s, o + 32 + 32 * h, w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
+        words_at(s, o, w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (4 * h + jj)) & 0x01010101u) << 2;
+      } else {  // q6_K: ql[128] | qh[64] | scales[16] (int8) | d
+        // Low nibble jj / 2 of ql[64h + 32(jj % 2) + l], bits 2jj of qh[32h + l] above them.
+        const float d = f16_at(s, o + 208);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int8_t b = static_cast<int8_t>(u8_at(s, o + 192 + 8 * h + 2 * jj + hf));
+          sc[hf] = d * static_cast<float>(b);
+          mn[hf] = 0.0f;
+        }
+        words_at(s, o + 64 * h + 32 * (jj & 1), w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (4 * (jj >> 1))) & 0x0F0F0F0Fu;
+        words_at(s, o + 128 + 32 * h, w);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (2 * jj)) & 0x03030303u) << 4;
+      }
+    }
+  }
+}
+
+// Byte i of word v as the exact f32 (byte - offset): the byte under 2^23's exponent, minus
+// 2^23 + offset.
+template <int kOffset>
+__device__ __forceinline__ float byte_value(uint32_t v, int i) {
+  const uint32_t f = __byte_perm(v, 0x4B000000u, 0x7540u | static_cast<uint32_t>(i));
+  return __uint_as_float(f) - (8388608.0f + static_cast<float>(kOffset));
+}
+
+template <class T, Scheme S, int MR, bool kGather>
+// At most 128 registers: uncapped, the 4-rows-of-x instances took up to 196 and ran 2-2.3x slower
+// at M = 4 (one CTA of 7 warps per SM); M = 1 is within a few % either way (H200, docs/PERF.md).
+__global__ void __launch_bounds__(kMaxThreads, 2) qmv_gguf_kernel(const GgufArgs a) {
+  using G = Gguf<S>;
+  constexpr int kSegBytes = seg_bytes<S>(), kLaneWords = lane_words<S>();
+  constexpr int kBufWords = 32 * kLaneWords + 1;
+  extern __shared__ uint32_t park_all[];  // [warps][kRows][kBufWords]
+  __shared__ float part[kMaxWarps][kRows * MR];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  uint32_t(*park)[kBufWords] =
+      reinterpret_cast<uint32_t(*)[kBufWords]>(park_all + warp * kRows * kBufWords);
+  const int n0 = static_cast<int>(blockIdx.x) * kRows;  // the CTA's rows; its warps split K
+  const int segs = (a.k + kSegElems - 1) / kSegElems;
+  T* y = static_cast<T*>(a.y);
+
+  auto run_tile = [&](const int m0, const int64_t e) {  // gather: MR = 1
+    const uint8_t* codes = a.codes + e * a.code_stride;
+    const T* xr[MR];
+#pragma unroll
+    for (int m = 0; m < MR; ++m)  // rows past M read the last row (their sums are not stored)
+      xr[m] = static_cast<const T*>(a.x) + static_cast<int64_t>(min(m0 + m, a.m - 1)) * a.k;
+    const uint8_t* wr[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)  // rows past N repeat the last row (not stored)
+      wr[r] = codes + static_cast<int64_t>(min(n0 + r, a.n - 1)) * a.row_bytes;
+
+    // Segment g of every row as aligned words: word i from the one holding its first byte,
+    // only as many as the segment spans (the last segment of a row may be short).
+    auto load = [&](int g, uint32_t(&out)[kRows][kLaneWords]) {
+      const int bytes = min(kSegBytes, static_cast<int>(a.row_bytes - int64_t{g} * kSegBytes));
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const uint8_t* p = wr[r] + int64_t{g} * kSegBytes;
+        const int phase = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 3);
+        const uint32_t* w0 = reinterpret_cast<const uint32_t*>(p - phase);
+        const int words = (phase + bytes + 3) / 4;
+#pragma unroll
+        for (int i = 0; i < kLaneWords; ++i) {
+          const int wi = lane + 32 * i;
+          out[r][i] = 0;
+          if (wi >= words) continue;
+          const uint32_t* src = w0 + wi;
+          if (reinterpret_cast<const uint8_t*>(src + 1) <= a.codes_end) {
+            out[r][i] = __ldcs(src);  // streamed: read once
+          } else {                    // the stack's last word, partly past its end
+            const uint8_t* b = reinterpret_cast<const uint8_t*>(src);
+            uint32_t v = 0;
+            for (int c = 0; b + c < a.codes_end; ++c) v |= static_cast<uint32_t>(b[c]) << (8 * c);
+            out[r][i] = v;
+          }
+        }
+      }
+    };
+
+    // One register buffer: parked, it is free to take the next segment while this one is used.
+    float acc[kRows][MR] = {};
+    uint32_t buf[kRows][kLaneWords];
+    if (warp < segs) load(warp, buf);
+    for (int g = warp; g < segs; g += warps) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int i = 0; i < kLaneWords; ++i) park[r][lane + 32 * i] = buf[r][i];
+      __syncwarp();
+      if (g + warps < segs) load(g + warps, buf);
+      const int pieces = min(kPieces, (a.k - g * kSegElems) / 32);
+      if (lane < pieces) {
+        uint32_t qb[kRows][8];
+        float sc[kRows][2], mn[kRows][2];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const int base =
+              static_cast<int>(reinterpret_cast<uintptr_t>(wr[r] + int64_t{g} * kSegBytes) & 3);
+          decode_piece<S>(park[r], base, lane, qb[r], sc[r], mn[r]);
+        }
+        const int k0 = g * kSegElems + 32 * lane;
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+          float sq[kRows][2] = {}, sx[2] = {};
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {  // 8 elements at a time: words 2t, 2t + 1
+            float xv[8];
+            load_x<T, 8>(xr[m], k0 + 8 * t, xv);
+            if constexpr (G::kMin)
+#pragma unroll
+              for (int i = 0; i < 8; ++i) sx[t / 2] += xv[i];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r)
+#pragma unroll
+              for (int i = 0; i < 8; ++i)
+                sq[r][t / 2] =
+                    fmaf(byte_value<G::kOffset>(qb[r][2 * t + i / 4], i % 4), xv[i], sq[r][t / 2]);
+          }
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              acc[r][m] = G::kMin ? fmaf(sc[r][h], sq[r][h], fmaf(-mn[r][h], sx[h], acc[r][m]))
+                                  : fmaf(sc[r][h], sq[r][h], acc[r][m]);
+        }
+      }
+      __syncwarp();
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int o = 16; o >= 1; o /= 2) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
+    // The warps' sums in order; lane r * MR + m of warp 0 stores (row n0 + r, row m0 + m of x).
+    __syncthreads();  // the previous tile's sums are read (gather)
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int m = 0; m < MR; ++m) part[warp][r * MR + m] = acc[r][m];
+    __syncthreads();
+    if (warp == 0 && lane < kRows * MR) {
+      const int n = n0 + lane / MR, row = m0 + lane % MR;
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < warps; ++w) v += part[w][lane];
+      if (n < a.n && row < a.m) y[static_cast<int64_t>(row) * a.n + n] = from_f32<T>(v);
+    }
+  };
+  if constexpr (!kGather) {
+    if (static_cast<int>(blockIdx.y) * MR < a.m) run_tile(static_cast<int>(blockIdx.y) * MR, 0);
+  } else {
+    for (int m0 = static_cast<int>(blockIdx.y); m0 < a.m; m0 += static_cast<int>(gridDim.y)) {
+      const int64_t e = a.ids[m0];
+      if (e >= 0 && e < a.batch) {
+        run_tile(m0, e);
+      } else {  // flagged; the row's outputs become NaN, W is not read
+        if (threadIdx.x == 0) atomicOr(a.flag, 1);
+        if (warp == 0 && lane < kRows && n0 + lane < a.n)
+          y[static_cast<int64_t>(m0) * a.n + n0 + lane] = from_f32<T>(__int_as_float(0x7FC00000));
+      }
+    }
+  }
+}
+
+// Rows of x per pass: up to four for a plain matmul, one for gather (each row its own expert).
+template <class T, Scheme S>
+void launch(const GgufArgs& a, cudaStream_t stream) {
+  const int mr = a.ids ? 1 : a.m < kMaxRowsX ? a.m : kMaxRowsX;
+  const int tiles = (a.m + mr - 1) / mr;
+  if (!a.ids && tiles > kMaxGridY)
+    throw Error("[quanta::matmul] qmv_gguf: M = " + std::to_string(a.m) + " is past its grid");
+  const dim3 grid(static_cast<unsigned>((a.n + kRows - 1) / kRows),
+                  static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+  // Segments per warp, then the fewest warps that take them all: equal shares but the last.
+  const int segs = (a.k + kSegElems - 1) / kSegElems;
+  const int per_warp = (segs + kMaxWarps - 1) / kMaxWarps;
+  const int warps = (segs + per_warp - 1) / per_warp;
+  const std::size_t smem = sizeof(uint32_t) * warps * kRows * (32 * lane_words<S>() + 1);
+  auto go = [&]<int MR>() {
+    if constexpr (MR == 1) {
+      if (a.ids) {
+        qmv_gguf_kernel<T, S, 1, true><<<grid, 32 * warps, smem, stream>>>(a);
+        QUANTA_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    qmv_gguf_kernel<T, S, MR, false><<<grid, 32 * warps, smem, stream>>>(a);
+    QUANTA_CUDA_CHECK_LAUNCH();
+  };
+  dispatch_value<kRowsXChoices>(mr, go);
+}
+
+template <class F>
+void dispatch_gguf_scheme(Scheme s, F&& f) {
+  switch (s) {
+    case Scheme::q4_0:
+      return f.template operator()<Scheme::q4_0>();
+    case Scheme::q4_1:
+      return f.template operator()<Scheme::q4_1>();
+    case Scheme::q5_0:
+      return f.template operator()<Scheme::q5_0>();
+    case Scheme::q5_1:
+      return f.template operator()<Scheme::q5_1>();
+    case Scheme::q8_0:
+      return f.template operator()<Scheme::q8_0>();
+    case Scheme::q2_K:
+      return f.template operator()<Scheme::q2_K>();
+    case Scheme::q3_K:
+      return f.template operator()<Scheme::q3_K>();
+    case Scheme::q4_K:
+      return f.template operator()<Scheme::q4_K>();
+    case Scheme::q5_K:
+      return f.template operator()<Scheme::q5_K>();
+    case Scheme::q6_K:
+      return f.template operator()<Scheme::q6_K>();
+    default:
+      throw Error("[quanta::matmul] qmv_gguf: w: not a GGUF block format");
+  }
+}
+
+}  // namespace
+
+std::string qmv_gguf_supports(const Problem& p) {
+  if (p.format.info().family != Family::gguf) return "GGUF block formats only";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.op == Op::matmul && p.batch != 1) return "one matrix (a stack needs gather_matmul)";
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX || p.batch > INT32_MAX)
+    return "needs M, N, K and the experts in int32";
+  return {};
+}
+
+void qmv_gguf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids, MatrixView y,
+              const Context& ctx) {
+  const std::string_view kName = expert_ids ? "gather_qmv_gguf" : "qmv_gguf";
+  const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
+  // Codes need only their natural 2-byte alignment (the kernel aligns its own loads); x is read
+  // in 16-byte pieces.
+  if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
+      !alignment_ok(w.codes, 4, ctx, kName, kOp, "w.codes"))
+    return matmul_generic(x, w, expert_ids, y, ctx);
+  const WeightDesc d = make_desc(w);
+  ExpertFlag flag;
+  if (expert_ids) flag = expert_flag_begin(ctx);
+  GgufArgs a{};
+  a.codes = d.codes;
+  a.x = x.data;
+  a.y = y.data;
+  a.ids = expert_ids;
+  a.flag = flag.device;
+  a.codes_end = d.codes + d.code_stride * d.batch;
+  a.row_bytes = d.row_bytes;
+  a.code_stride = d.code_stride;
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = d.n;
+  a.k = d.k;
+  a.batch = d.batch;
+  const cudaStream_t stream = stream_of(ctx);
+  dispatch_dtype(x.dtype, [&]<class T>() {
+    dispatch_gguf_scheme(w.format.scheme, [&]<Scheme S>() { launch<T, S>(a, stream); });
+  });
+  if (expert_ids) expert_flag_end(flag, ctx, w.batch, kOp);
+}
+
+}  // namespace quanta::cuda
