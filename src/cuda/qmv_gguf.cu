@@ -365,9 +365,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) qmv_gguf_kernel(const GgufArgs
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int m = 0; m < MR; ++m)
-#pragma unroll
-        for (int o = 16; o >= 1; o /= 2) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
+      for (int m = 0; m < MR; ++m) acc[r][m] = warp_sum(acc[r][m]);
     // The warps' sums in order; lane r * MR + m of warp 0 stores (row n0 + r, row m0 + m of x).
     __syncthreads();  // the previous tile's sums are read (gather)
     if (lane == 0)
