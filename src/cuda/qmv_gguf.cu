@@ -15,6 +15,7 @@
 // under 2^23 and one add, and meets 32 values of each row of x, loaded once for the 4 rows:
 //   Σ w·x = Σ_h scale_h · Σ_{k∈h} q_k·x_k − min_h · Σ_{k∈h} x_k     (h: the piece's two halves)
 // which is ggml's (d·sc)·q − dmin·m per element, summed in another order.
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/checks.hpp"
@@ -38,60 +39,83 @@ constexpr int kPieces = 32;              // pieces of 32 elements per segment: o
 constexpr int kSegElems = kPieces * 32;  // elements of a row per segment
 constexpr int kMaxGridY = 65535;         // gather: rows of x beyond it loop
 
-// Block bytes, elements, the offset that makes every stored value q + offset >= 0, and whether
-// the weights carry a min (w = scale·q − min: then each half's Σx is needed too).
+// The codec's block, its bytes and elements, the offset that makes every stored value
+// q + offset >= 0, and whether the weights carry a min (w = scale·q − min: then each half's Σx is
+// needed too).
 template <Scheme S>
 struct Gguf;
 template <>
 struct Gguf<Scheme::q4_0> {
-  static constexpr int kBytes = 18, kElems = 32, kOffset = 8;
+  using Block = gg::block_q4_0;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK, kOffset = 8;
   static constexpr bool kMin = false;
 };
 template <>
 struct Gguf<Scheme::q4_1> {
-  static constexpr int kBytes = 20, kElems = 32, kOffset = 0;
+  using Block = gg::block_q4_1;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK, kOffset = 0;
   static constexpr bool kMin = true;
 };
 template <>
 struct Gguf<Scheme::q5_0> {
-  static constexpr int kBytes = 22, kElems = 32, kOffset = 16;
+  using Block = gg::block_q5_0;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK, kOffset = 16;
   static constexpr bool kMin = false;
 };
 template <>
 struct Gguf<Scheme::q5_1> {
-  static constexpr int kBytes = 24, kElems = 32, kOffset = 0;
+  using Block = gg::block_q5_1;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK, kOffset = 0;
   static constexpr bool kMin = true;
 };
 template <>
 struct Gguf<Scheme::q8_0> {
-  static constexpr int kBytes = 34, kElems = 32, kOffset = 128;
+  using Block = gg::block_q8_0;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK, kOffset = 128;
   static constexpr bool kMin = false;
 };
 template <>
 struct Gguf<Scheme::q2_K> {
-  static constexpr int kBytes = 84, kElems = 256, kOffset = 0;
+  using Block = gg::block_q2_K;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK_K, kOffset = 0;
   static constexpr bool kMin = true;
 };
 template <>
 struct Gguf<Scheme::q3_K> {
-  static constexpr int kBytes = 110, kElems = 256, kOffset = 4;
+  using Block = gg::block_q3_K;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK_K, kOffset = 4;
   static constexpr bool kMin = false;
 };
 template <>
 struct Gguf<Scheme::q4_K> {
-  static constexpr int kBytes = 144, kElems = 256, kOffset = 0;
+  using Block = gg::block_q4_K;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK_K, kOffset = 0;
   static constexpr bool kMin = true;
 };
 template <>
 struct Gguf<Scheme::q5_K> {
-  static constexpr int kBytes = 176, kElems = 256, kOffset = 0;
+  using Block = gg::block_q5_K;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK_K, kOffset = 0;
   static constexpr bool kMin = true;
 };
 template <>
 struct Gguf<Scheme::q6_K> {
-  static constexpr int kBytes = 210, kElems = 256, kOffset = 32;
+  using Block = gg::block_q6_K;
+  static constexpr int kBytes = sizeof(Block), kElems = gg::kQK_K, kOffset = 32;
   static constexpr bool kMin = false;
 };
+
+// The field offsets decode_piece reads, as the codec lays the blocks out.
+static_assert(offsetof(gg::block_q4_1, qs) == 4 && offsetof(gg::block_q5_0, qs) == 6 &&
+              offsetof(gg::block_q5_1, qh) == 4 && offsetof(gg::block_q5_1, qs) == 8 &&
+              offsetof(gg::block_q8_0, qs) == 2);
+static_assert(offsetof(gg::block_q2_K, qs) == 16 && offsetof(gg::block_q2_K, d) == 80 &&
+              offsetof(gg::block_q3_K, qs) == 32 && offsetof(gg::block_q3_K, scales) == 96 &&
+              offsetof(gg::block_q3_K, d) == 108);
+static_assert(offsetof(gg::block_q4_K, scales) == 4 && offsetof(gg::block_q4_K, qs) == 16 &&
+              offsetof(gg::block_q5_K, qh) == 16 && offsetof(gg::block_q5_K, qs) == 48);
+static_assert(offsetof(gg::block_q6_K, qh) == 128 && offsetof(gg::block_q6_K, scales) == 192 &&
+              offsetof(gg::block_q6_K, d) == 208);
 
 // Segment bytes, and the 4-byte words a lane loads per row: the segment may start 2 bytes into
 // its first word.
