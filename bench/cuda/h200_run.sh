@@ -134,6 +134,38 @@ for s in $steps; do
         "$P" --shapes 14336x5120 --m 1 --dtypes bf16 --no-cublas --replays 2 >"$OUT/source.csv" 2>&1
       echo "ncu source rc=$? lines $(wc -l <"$OUT/source.csv")"
       ;;
+    rf)  # qmm_affine_rf / qmm_scaled_rf: their tests, the int4 and fp4 tables, stall reasons at M = 16
+      timeout 240 "$T" --gtest_brief=1 \
+        --gtest_filter='*RegisterFed*:*AutoSelectionEveryM*:*RepackedKnRunsTheNkKernels/b4*:*RepackedKnRunsTheNkKernels/b6*' \
+        >"$OUT/rf_tests.log" 2>&1
+      echo "rf tests rc=$?"
+      grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/rf_tests.log" | head -30
+      timeout 200 "$P" --formats affine-4b-g64,affine-4b-g128,affine-8b-g64 --m 5,8,9,16,17,24,32 \
+        --dtypes f16,bf16 --kernel qmm_affine_rf --check --no-cublas >"$OUT/probe_rf.log" 2>&1
+      echo "probe rf rc=$?"; cat "$OUT/probe_rf.log"
+      timeout 200 "$P" --formats mxfp4,nvfp4,e4m3-channel --m 4,8,16,32 --dtypes bf16 \
+        --kernel qmm_scaled_rf --check --no-cublas >"$OUT/probe_srf.log" 2>&1
+      echo "probe srf rc=$?"; cat "$OUT/probe_srf.log"
+      timeout 200 ncu --clock-control none --kernel-name regex:qmm_affine_rf --launch-skip 5 --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,l1tex__throughput.avg.pct_of_peak_sustained_active,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum' \
+        "$P" --kernel qmm_affine_rf --shapes 14336x5120 --m 16 --dtypes f16 --no-cublas --replays 2 \
+        >"$OUT/rf_stalls.log" 2>&1
+      echo "ncu rf stalls rc=$?"
+      grep -E "stalled|inst_executed|duration|dram__|issue_active|l1tex" "$OUT/rf_stalls.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|l1tex/' | head -40
+      ;;
+    l1)  # where the small-M kernels' load instructions go: L1 wavefronts per kind of access
+      for km in qmm_affine_rf:8 qmm_affine_rf:16 qmm_affine_rf:32 qmv_affine_i8:1 qmm_affine_wgmma:64; do
+        k=${km%%:*}; m=${km#*:}
+        timeout 200 ncu --clock-control none --kernel-name regex:"${k}" --launch-skip 5 --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+          --section LaunchStats --section Occupancy \
+          --metrics l1tex__data_pipe_lsu_wavefronts_mem_lg_cmd_read.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,smsp__inst_executed_op_global_ld.sum,sm__cycles_elapsed.avg.per_second \
+          "$P" --kernel "$k" --formats affine-4b-g64 --shapes 14336x5120 --m "$m" --dtypes f16 \
+          --no-cublas --replays 2 >"$OUT/l1_${k}_$m.log" 2>&1
+        echo "ncu $k M=$m rc=$?"
+        grep -vE "^==PROF==" "$OUT/l1_${k}_$m.log" | grep -E "Duration|L1/TEX Cache Throughput|DRAM Throughput|Global Load|Shared Load|Stall|Issued Ipc|Registers|Achieved Occupancy|wavefronts|requests|sectors|inst_executed|per_second" | head -30
+      done
+      ;;
     api)  # the adapter API bench/device_cuda.cpp calls
       timeout 120 "$P" --api >"$OUT/api.log" 2>&1
       echo "api rc=$?"; cat "$OUT/api.log"

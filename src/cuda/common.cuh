@@ -21,6 +21,19 @@ inline cudaStream_t stream_of(const Context& ctx) {
   return static_cast<cudaStream_t>(ctx.cuda_stream);
 }
 
+// Programmatic dependent launch (sm_90; no-ops before): a pre-pass releases its dependent
+// kernel at once, and the dependent waits for the pre-pass's writes before it reads them.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // ---- activation element types: f32 -> float, f16 -> __half, bf16 -> __nv_bfloat16 ----------
 
 template <class T>

@@ -5,16 +5,22 @@
 // Why: qmm_affine_tc stages the codes through shared memory (cp.async, then shared loads), which
 // puts every code byte twice on the MIO pipe; at M = 1 the register-direct qmv_affine_rd beat that
 // by 1.5x. Here nothing goes through shared memory: each lane streams its codes and their scales
-// straight into registers (16-byte streaming loads, a ring kRfDepth windows ahead) and reads x
-// with 16-byte loads through L1 (the CTA's four warps read the same x; x's L2 traffic stays
-// at M·256·2 bytes per 16 KB of codes). A first version staged x and the scales in shared memory
-// (cp.async, double-buffered, a barrier per stage) and measured the same (docs/PERF.md).
+// straight into registers (16-byte streaming loads, a ring kRfDepth windows ahead) and reads x's
+// ready-made B fragments through L1 (the CTA's four warps read the same ones). A first version
+// staged x and the scales in shared memory (cp.async, double-buffered, a barrier per stage) and
+// measured the same as x read in place (docs/PERF.md); the pre-pass's fragments measured 1.1-1.2x
+// faster than x read in place at M = 9..32.
 //
 // Layout of the work:
 //   unit   = [128 rows x 256 codes] of W (a CTA's rows x two windows).
 //   window = 128 codes; a lane's codes of one window are 4 chunks of 4·BITS bytes (rows g, g + 8
 //            of its warp's two 16-row A-tiles, chunk q of 32 codes) plus those rows' scale and
 //            bias: one ring slot.
+//   x      = a pre-pass (rf_x_frags_kernel, with programmatic dependent launch) writes the mma's
+//            B fragments once per call in the order the lanes read them, so each lane takes a
+//            fragment pair with one coalesced 16-byte load: the warp reads 512 contiguous bytes
+//            instead of 16-byte pieces of eight rows of x, and needs no byte permutes, address
+//            arithmetic or bounds checks (rows past M and chunks past K are zeros there).
 //   grid   = persistent, stream-K over the units (row-tile major), as qmm_affine_tc; a row tile
 //            cut between CTAs is summed by its last CTA from a per-stream workspace, in slot
 //            order (deterministic), with float4 loads four pieces deep (an element-wise sum
@@ -22,11 +28,8 @@
 //   CTA    = 4 warps, 128 rows (32 a warp: two A-tiles of 16).
 //   mma    = A: the codes dequantized as s·q + b rounded once to T (affine_unpack.cuh's pairs under
 //            a magic number, HSUB2, HFMA2: MLX's rounding, as qmm_affine_tc; bf16 8-bit codes
-//            through f32); B: rows of x as the n8 columns (MT tiles of 8 rows): the activations
-//            of four pairs (one 16-byte load, or two 8-byte loads for the (c, c + 8) pairs of 2, 3
-//            and 5 bits) give a lane the B pairs of two k16 steps after 4 byte permutes; lanes
-//            past M read row M - 1, and those columns are never stored. Chunks past K load no
-//            codes (A = 0) and B = 0.
+//            through f32); B: rows of x as the n8 columns (MT tiles of 8 rows), each lane's pairs
+//            matching its A pairs (rf_x_frag). Chunks past K load no codes (A = 0) and B = 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,6 +44,7 @@
 #include "cuda/qmm_affine_tc.cuh"  // TcArgs, first_unit, cta_of_unit
 #include "cuda/runtime.cuh"
 #include "cuda/scaled_decode.cuh"
+#include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
 
@@ -99,6 +103,49 @@ __device__ __forceinline__ uint32_t scaled_pair(const uint32_t (&w)[BITS], int i
   return as_u32(__hmul2(as_vec2<T>(v), s2));
 }
 
+// The B fragments of lane (g, q) for pairs 4jp..4jp+3 of its chunk (32 codes at k0) in row r of
+// x: {b0, b1} of the k16 step of pairs 4jp, 4jp + 1 and of the step of 4jp + 2, 4jp + 3. The
+// activations of a pair are at affine_unpack.cuh's positions: (c, c + 4) for 4 and 6 bits (and
+// E2M1), (c, c + 2) for 8 bits (and fp8), (c, c + 8) for 2, 3 and 5 bits.
+template <class T, int BITS>
+__device__ __forceinline__ uint4 rf_x_frag(const T* xr, int jp) {
+  constexpr bool kPlus8 = BITS == 2 || BITS == 3 || BITS == 5;
+  uint32_t lo0, lo1, hi0, hi1;  // the pairs' first activations two by two, and their partners
+  if constexpr (kPlus8) {       // x[c..c+3] and x[c+8..c+11], c = 16 (jp / 2) + 4 (jp % 2)
+    const T* p = xr + 16 * (jp / 2) + 4 * (jp % 2);
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const uint2 v = *reinterpret_cast<const uint2*>(p + 8);
+    lo0 = u.x, lo1 = u.y, hi0 = v.x, hi1 = v.y;
+  } else {
+    const uint4 v = *reinterpret_cast<const uint4*>(xr + 8 * jp);
+    if constexpr (BITS == 8) {  // pairs (c, c + 2)
+      lo0 = v.x, hi0 = v.y, lo1 = v.z, hi1 = v.w;
+    } else {  // 4, 6 bits: pairs (c, c + 4)
+      lo0 = v.x, lo1 = v.y, hi0 = v.z, hi1 = v.w;
+    }
+  }
+  return make_uint4(__byte_perm(lo0, hi0, 0x5410), __byte_perm(lo0, hi0, 0x7632),
+                    __byte_perm(lo1, hi1, 0x5410), __byte_perm(lo1, hi1, 0x7632));
+}
+
+// Pre-pass of qmm_affine_rf: frag[((w·MT + t)·4 + jp)·32 + lane] = rf_x_frag of lane (g, q) for
+// window w of K (128 codes), column tile t (row 8t + g of x) and jp; zeros for rows past M and
+// chunks past K. One 16-byte fragment per thread.
+template <class T, int BITS>
+__global__ void rf_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt, int64_t total) {
+  grid_dependency_release();  // the main kernel may start loading codes now
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int lane = static_cast<int>(i % 32), jp = static_cast<int>(i / 32 % 4);
+  const int t = static_cast<int>(i / 128 % mt);
+  const int64_t w = i / (128 * mt);
+  const int row = 8 * t + lane / 4;
+  const int64_t k0 = 128 * w + 32 * (lane % 4);
+  uint4 f = make_uint4(0u, 0u, 0u, 0u);
+  if (row < m && k0 < k) f = rf_x_frag<T, BITS>(x + row * static_cast<int64_t>(k) + k0, jp);
+  frag[i] = f;
+}
+
 // S = affine: qmm_affine_rf. Any other scheme: qmm_scaled_rf, the same kernel on microscaled
 // (mxfp4, nvfp4, mxfp8) and fp8 codes: A = v·s per pair (scaled_pair), no biases, nvfp4's tensor
 // scale and fp8's row or tensor scale applied to the f32 sums before they are stored.
@@ -118,14 +165,10 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   const int S = a.tile_stages;
   const int64_t row_bytes = static_cast<int64_t>(a.k) * BITS / 8;
   const int groups = a.k >> a.log2_group;
-  const T* x = static_cast<const T*>(a.x);
-  const T* scales = reinterpret_cast<const T*>(a.scales);
-  const T* biases = reinterpret_cast<const T*>(a.biases);
 
-  // Rows of x of the lane's columns (lanes past M read row M - 1; never stored).
-  const T* xrow[MT];
-#pragma unroll
-  for (int t = 0; t < MT; ++t) xrow[t] = x + static_cast<int64_t>(min(8 * t + g, a.m - 1)) * a.k;
+  // x's B fragments, per window of K: MT tiles x 4 steps of 32 lanes (rf_x_frags_kernel).
+  const uint4* xfrag = static_cast<const uint4*>(a.xfrag) + lane;
+  bool frags_ready = false;  // the pre-pass's writes are visible (no L1 prefetch before that)
 
   // ---- the ring: window li of this CTA's range (2 per unit), loaded D windows ahead: the
   // lane's codes (chunk q of rows g, g + 8 of both A-tiles) and those rows' scale and bias.
@@ -135,7 +178,14 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   int lhalf = 0;         // and half
   int code_rt = -1;
   const uint8_t* crow[2][2] = {{a.codes, a.codes}, {a.codes, a.codes}};
-  int64_t srow[2][2] = {{0, 0}, {0, 0}};  // rows' first scale entry
+  // The rows' scale entry of the lane's chunk in window 0 (entries of T, or bytes for the scaled
+  // schemes); a window's entry is kc >> log2_group further. Biases sit bias_delta entries on.
+  using ScaleEntry = std::conditional_t<kScaled, uint8_t, T>;
+  const ScaleEntry* srow[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  const int64_t bias_delta =
+      kScaled ? 0
+              : (reinterpret_cast<intptr_t>(a.biases) - reinterpret_cast<intptr_t>(a.scales)) /
+                    static_cast<int64_t>(sizeof(T));
   struct AffineSlot {
     uint32_t w[2][2][BITS];
     T s[2][2], b[2][2];
@@ -155,27 +205,35 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
           for (int rho = 0; rho < 2; ++rho) {
             const int n = min(lrt * kRfRows + 32 * warp + 16 * at + 8 * rho + g, a.n - 1);
             crow[at][rho] = a.codes + static_cast<int64_t>(n) * row_bytes + 4 * BITS * q;
-            srow[at][rho] = static_cast<int64_t>(n) * groups;
+            srow[at][rho] = reinterpret_cast<const ScaleEntry*>(a.scales) +
+                            static_cast<int64_t>(n) * groups + ((32 * q) >> a.log2_group);
           }
       }
       const int kc = lst * kRfBK + lhalf * 128;
       if (kc + 32 * q < a.k) {
-        const int grp = (kc + 32 * q) >> a.log2_group;
-        // x of that window (the lane's 64 bytes of each row) into L1 ahead of its loads.
+        const ScaleEntry* sp[2][2];  // the window's scale entry of each row
 #pragma unroll
-        for (int t = 0; t < MT; ++t) rf_prefetch_l1(xrow[t] + kc + 32 * q);
+        for (int at = 0; at < 2; ++at)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) sp[at][rho] = srow[at][rho] + (kc >> a.log2_group);
+        // That window's B fragments (MT x 2 KB) into L1 ahead of their loads.
+        if (frags_ready) {
+#pragma unroll
+          for (int l = 8 * lane; l < MT * 128; l += 256)  // a 128-byte line per lane
+            rf_prefetch_l1(xfrag - lane + static_cast<int64_t>(kc / 128) * MT * 128 + l);
+        }
 #pragma unroll
         for (int at = 0; at < 2; ++at)
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) {
             load_chunk<BITS, ChunkLoad::stream_l2>(crow[at][rho] + kc / 8 * BITS, r.w[at][rho]);
             if constexpr (!kScaled) {
-              r.s[at][rho] = scales[srow[at][rho] + grp];
-              r.b[at][rho] = biases[srow[at][rho] + grp];
+              r.s[at][rho] = *sp[at][rho];
+              r.b[at][rho] = sp[at][rho][bias_delta];
             } else if constexpr (SCH == Scheme::nvfp4) {  // the chunk's two groups of 16
-              r.s[at][rho] = *reinterpret_cast<const uint16_t*>(a.scales + srow[at][rho] + grp);
+              r.s[at][rho] = *reinterpret_cast<const uint16_t*>(sp[at][rho]);
             } else if constexpr (!kRowScale) {  // one E8M0 scale for the chunk's group of 32
-              r.s[at][rho] = from_f32<T>(codec::e8m0_to_float(a.scales[srow[at][rho] + grp]));
+              r.s[at][rho] = from_f32<T>(codec::e8m0_to_float(*sp[at][rho]));
             }
           }
       } else {  // past K: A = 0·q + 0 (and B is zero there too)
@@ -258,6 +316,8 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
   Slot ring[D];
 #pragma unroll
   for (int d = 0; d < D; ++d) load_window(ring[d]);
+  grid_dependency_wait();  // the pre-pass's fragments are complete past this point
+  frags_ready = true;
   zero_acc();
   int acc_rt = cur_rt;
   const uint32_t magic = magic_register(Magic<T>::kBits2);
@@ -274,8 +334,8 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         zero_acc();
         acc_rt = cur_rt;
       }
-      const int kx = cur_st * kRfBK + 128 * half + 32 * q;  // the lane's chunk in K
-      const bool kok = kx < a.k;
+      // This window's B fragments.
+      const uint4* xw = xfrag + static_cast<int64_t>(2 * cur_st + half) * MT * 128;
       if (half == 1 && ++cur_st == S) {
         cur_st = 0;
         ++cur_rt;
@@ -334,31 +394,10 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
                     as_u32(__hfma2(__hsub2(as_vec2<T>(p), off), s2[at][rho][0], b2[at][rho]));
               }
             }
-        // The activations of pairs 4jp..4jp+3 (affine_unpack.cuh's positions in the chunk) as
-        // words lo0, lo1 (the pairs' first codes, two by two) and hi0, hi1 (their partners).
-        constexpr bool kPlus8 = BITS == 2 || BITS == 3 || BITS == 5;  // pairs (c, c + 8)
-        const int xo = kPlus8 ? 16 * (jp / 2) + 4 * (jp % 2) : 8 * jp;
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          // B: the lane's activations of row 8t + g (L1/L2: every warp of the CTA reads them).
-          uint32_t lo0 = 0u, lo1 = 0u, hi0 = 0u, hi1 = 0u;
-          if (kok) {
-            const T* xp = xrow[t] + kx + xo;
-            if constexpr (kPlus8) {  // x[c..c+3] and x[c+8..c+11]
-              const uint2 u = __ldg(reinterpret_cast<const uint2*>(xp));
-              const uint2 v = __ldg(reinterpret_cast<const uint2*>(xp + 8));
-              lo0 = u.x, lo1 = u.y, hi0 = v.x, hi1 = v.y;
-            } else {
-              const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xp));
-              if constexpr (BITS == 8) {  // pairs (c, c + 2)
-                lo0 = xv.x, hi0 = xv.y, lo1 = xv.z, hi1 = xv.w;
-              } else {  // 4, 6 bits: pairs (c, c + 4)
-                lo0 = xv.x, lo1 = xv.y, hi0 = xv.z, hi1 = xv.w;
-              }
-            }
-          }
-          const uint32_t bf0[2] = {__byte_perm(lo0, hi0, 0x5410), __byte_perm(lo0, hi0, 0x7632)};
-          const uint32_t bf1[2] = {__byte_perm(lo1, hi1, 0x5410), __byte_perm(lo1, hi1, 0x7632)};
+          const uint4 xf = __ldg(xw + 32 * (4 * t + jp));
+          const uint32_t bf0[2] = {xf.x, xf.y}, bf1[2] = {xf.z, xf.w};
 #pragma unroll
           for (int at = 0; at < 2; ++at) {
             const uint32_t af[4] = {av[at][0][0], av[at][1][0], av[at][0][1], av[at][1][1]};
@@ -390,11 +429,33 @@ inline constexpr int kRfMinBlocks = (BITS == 2 || BITS == 4) && MT <= 2 ? 3
                                     : BITS == 3 && MT == 1              ? 3
                                                                         : 2;
 
+// The pre-pass (x's B fragments into the stream's scratch), then the kernel with programmatic
+// dependent launch: its first code loads overlap the pre-pass.
+template <class T, int BITS, int MT, Scheme SCH>
+void launch_rf(TcArgs a, dim3 grid, cudaStream_t stream) {
+  const int64_t windows = (a.k + 127) / 128;
+  const int64_t total = windows * MT * 128;  // 16-byte fragments
+  auto* frag = static_cast<uint4*>(stream_scratch(stream, Scratch::rf_x_frags, total * 16));
+  rf_x_frags_kernel<T, BITS><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      static_cast<const T*>(a.x), frag, a.m, a.k, MT, total);
+  QUANTA_CUDA_CHECK_LAUNCH();
+  a.xfrag = frag;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kRfThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  QUANTA_CUDA_CHECK(cudaLaunchKernelEx(
+      &cfg, qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>, a));
+}
+
 template <class T, int BITS, int MT>
 void launch_qmm_affine_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
-  qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>>
-      <<<grid, kRfThreads, 0, stream>>>(a);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  launch_rf<T, BITS, MT, Scheme::affine>(a, grid, stream);
 }
 
 // CTAs of one instantiation that fit on a multiprocessor (the persistent grid's size).
@@ -416,10 +477,7 @@ inline constexpr int kScaledBits = ScaledTraits<SCH>::kCode == ElementCode::e2m1
 
 template <class T, Scheme SCH, int MT>
 void launch_qmm_scaled_rf(const TcArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr int B = kScaledBits<SCH>;
-  qmm_affine_rf_kernel<T, B, MT, kRfDepth, kRfMinBlocks<B, MT>, SCH>
-      <<<grid, kRfThreads, 0, stream>>>(a);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  launch_rf<T, kScaledBits<SCH>, MT, SCH>(a, grid, stream);
 }
 
 template <class T, Scheme SCH, int MT>

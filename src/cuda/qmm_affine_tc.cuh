@@ -62,6 +62,8 @@ struct TcArgs {
   // row of W at `scales`, 0 for one scale of the tensor. The affine kernels ignore both.
   float global = 1.0f;
   int32_t per_row = 0;
+  // qmm_affine_rf / qmm_scaled_rf: x as the mma's B fragments (rf_x_frags_kernel's layout).
+  const void* xfrag = nullptr;
 };
 
 inline constexpr int kTcThreads = 128;

@@ -113,13 +113,6 @@ __device__ __forceinline__ void imma_16832(int (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void grid_dependency_wait() {
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-__device__ __forceinline__ void grid_dependency_release() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-
 // Pre-pass: one thread per unpack unit of x's positions (I8Unit: 32/BITS elements for 2/4/8
 // bits, 32 for 3/5 bits, 16 for 6). Group max and sum by shuffles among the group's threads
 // (consecutive lanes of one warp).
