@@ -238,10 +238,10 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         if (f.scheme != Scheme::affine) {
           const Family fam = f.info().family;
           // K = 1024: qmm_scaled_rf (f16/bf16 x, E8M0-scaled codes with bf16 only) from M = 3
-          // (nvfp4: 2) to 32; whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled
+          // (nvfp4: 2) to 64 (passes of 32 rows past 32); whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled
           // to M = 8 (f32 x: 16); dequantize_scaled + cuBLAS beyond.
           const bool micro_or_fp8 = fam == Family::microscaled || fam == Family::fp8;
-          const bool rf = micro_or_fp8 && t != DType::f32 && m <= 32 &&
+          const bool rf = micro_or_fp8 && t != DType::f32 && m <= 64 &&
                           (t == DType::bf16 || f.info().scale != ScaleEncoding::e8m0);
           const bool rf_ahead = rf && (m >= 3 || (m == 2 && f.scheme == Scheme::nvfp4));
           const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
@@ -308,7 +308,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   p.dtype = DType::f32;  // CUDA cores only
   p.k = 1024;
   EXPECT_EQ(pick(p), "qmv_scaled");
-  // Past M = 8 (qmv_scaled) and 32 (qmm_scaled_rf) dequantize_scaled + cuBLAS is faster; forced,
+  // Past M = 8 (qmv_scaled) and 64 (qmm_scaled_rf) dequantize_scaled + cuBLAS is faster; forced,
   // qmv_scaled and qmv_scaled_mma still run to M = 32 and 16.
   p.m = 16;
   EXPECT_EQ(pick(p), "qmv_scaled");
@@ -319,7 +319,11 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   EXPECT_EQ(pick(p), "qmm_scaled_rf");
   p.m = 17;
   EXPECT_EQ(pick(p), "qmm_scaled_rf");
-  p.m = 33;
+  p.m = 33;  // two passes of qmm_scaled_rf
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
+  p.m = 64;
+  EXPECT_EQ(pick(p), "qmm_scaled_rf");
+  p.m = 65;
   EXPECT_EQ(pick(p), "qmm_generic_dq");
   p.k = 48;  // not whole runs: qmv_scaled to M = 8, and no whole 32-code chunks for qmm_scaled_rf
   p.m = 8;

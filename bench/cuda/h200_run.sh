@@ -153,6 +153,30 @@ for s in $steps; do
       echo "ncu rf stalls rc=$?"
       grep -E "stalled|inst_executed|duration|dram__|issue_active|l1tex" "$OUT/rf_stalls.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|l1tex/' | head -40
       ;;
+    srf64)  # microscaled / fp8 at M = 33..64: qmm_scaled_rf in passes of 32 rows against dequantize + cuBLAS
+      for k in qmm_scaled_rf qmm_generic_dq; do
+        timeout 200 "$P" --formats mxfp4,nvfp4,e4m3-channel --m 32,33,48,64,96 --dtypes bf16 --kernel $k \
+          --check --no-cublas 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/probe_srf64.log"
+      done
+      ;;
+    rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)
+      timeout 300 ncu --clock-control none --kernel-name regex:qmm_affine_rf --launch-skip 5 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+        "$P" --kernel qmm_affine_rf --shapes 14336x5120 --m 16 --dtypes f16 --no-cublas --replays 2 \
+        >"$OUT/rf_source.csv" 2>&1
+      echo "ncu rf source rc=$? lines $(wc -l <"$OUT/rf_source.csv")"
+      ;;
+    ab)  # the same probe rows from the binary in $OLD (an earlier commit's build) and this one, alternating
+      for r in 1 2; do
+        for b in "$OLD" "$D"; do
+          for args in "--formats affine-4b-g64 --kernel qmm_affine_rf --m 5,8,16,32 --dtypes f16" \
+                      "--formats mxfp4,nvfp4 --kernel qmm_scaled_rf --m 4,8,16,32 --dtypes bf16"; do
+            LD_LIBRARY_PATH=$PWD/$b:$LD_LIBRARY_PATH timeout 120 "$b/quanta_cuda_probe" $args --no-cublas \
+              --shapes 14336x5120,27648x5120 2>&1 | grep -vE '^device|^kernel' | sed "s|^|$b |"
+          done
+        done
+      done | tee "$OUT/ab.log"
+      ;;
     l1)  # where the small-M kernels' load instructions go: L1 wavefronts per kind of access
       for km in qmm_affine_rf:8 qmm_affine_rf:16 qmm_affine_rf:32 qmv_affine_i8:1 qmm_affine_wgmma:64; do
         k=${km%%:*}; m=${km#*:}

@@ -24,3 +24,19 @@ g++ -o $B/devrun/quanta_cuda_probe $B/bench/CMakeFiles/quanta_cuda_probe.dir/cud
 strip $B/devrun/quanta_gpu_tests $B/devrun/quanta_cuda_probe
 cp -L /lib/x86_64-linux-gnu/libfmt.so.9 $B/devrun/
 ls -la $B/devrun
+# The device tool carries at most 64 MiB: the two binaries go compressed (~42 MB) as
+# devpack/devrun.tar.xz (ignored by git; the run unpacks it: `tar -C build-cuda -xJf
+# devpack/devrun.tar.xz`). PACK_CLI=1 also packs the `quanta` command with the libraries the
+# GPU machine lacks (OpenBLAS, gfortran, fmt) as devpack/cli.tar.xz, for `quanta bench --device
+# cuda --check-only` (run it with LD_LIBRARY_PATH=build-cuda/cli).
+mkdir -p devpack
+tar -C $B -cf - devrun | xz -T2 -6 >devpack/devrun.tar.xz
+if [ "${PACK_CLI:-0}" = 1 ]; then
+  rm -rf $B/cli && mkdir -p $B/cli
+  cp $B/tools/quanta/quanta $B/cli/ && strip $B/cli/quanta
+  for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9; do
+    cp -L "$(ldd $B/tools/quanta/quanta | awk -v l=$l '$1 == l {print $3}')" $B/cli/
+  done
+  tar -C $B -cf - cli | xz -T2 -6 >devpack/cli.tar.xz
+fi
+ls -la devpack

@@ -20,7 +20,9 @@
 //            B fragments once per call in the order the lanes read them, so each lane takes a
 //            fragment pair with one coalesced 16-byte load: the warp reads 512 contiguous bytes
 //            instead of 16-byte pieces of eight rows of x, and needs no byte permutes, address
-//            arithmetic or bounds checks (rows past M and chunks past K are zeros there).
+//            arithmetic or bounds checks (rows past M and chunks past K are zeros there). Each
+//            step's fragment registers take those of the step two on as soon as its mma are
+//            issued, so x's loads have half a window to land.
 //   grid   = persistent, stream-K over the units (row-tile major), as qmm_affine_tc; a row tile
 //            cut between CTAs is summed by its last CTA from a per-stream workspace, in slot
 //            order (deterministic), with float4 loads four pieces deep (an element-wise sum
@@ -55,10 +57,6 @@ inline constexpr int kRfBK = 256;  // codes of K per stage (two windows)
 // The stream-K helpers (stream_k_flush, stream_k.hpp) use qmm_affine_tc's tile and stage.
 static_assert(kRfRows == kTcRows && kRfThreads == kTcThreads && kRfBK == kTcBK);
 inline constexpr int kRfMaxMT = 4;  // column tiles: M <= 32 (its table range)
-
-__device__ __forceinline__ void rf_prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
-}
 
 // qmm_scaled_rf: pair i (0..15) of a chunk of microscaled or fp8 codes (the positions pair_lo /
 // pair_hi of affine_unpack.cuh: (c, c + 4) for E2M1, (c, c + 2) for the 8-bit codes), as T's pair
@@ -168,7 +166,6 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 
   // x's B fragments, per window of K: MT tiles x 4 steps of 32 lanes (rf_x_frags_kernel).
   const uint4* xfrag = static_cast<const uint4*>(a.xfrag) + lane;
-  bool frags_ready = false;  // the pre-pass's writes are visible (no L1 prefetch before that)
 
   // ---- the ring: window li of this CTA's range (2 per unit), loaded D windows ahead: the
   // lane's codes (chunk q of rows g, g + 8 of both A-tiles) and those rows' scale and bias.
@@ -216,12 +213,6 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         for (int at = 0; at < 2; ++at)
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) sp[at][rho] = srow[at][rho] + (kc >> a.log2_group);
-        // That window's B fragments (MT x 2 KB) into L1 ahead of their loads.
-        if (frags_ready) {
-#pragma unroll
-          for (int l = 8 * lane; l < MT * 128; l += 256)  // a 128-byte line per lane
-            rf_prefetch_l1(xfrag - lane + static_cast<int64_t>(kc / 128) * MT * 128 + l);
-        }
 #pragma unroll
         for (int at = 0; at < 2; ++at)
 #pragma unroll
@@ -317,7 +308,16 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
 #pragma unroll
   for (int d = 0; d < D; ++d) load_window(ring[d]);
   grid_dependency_wait();  // the pre-pass's fragments are complete past this point
-  frags_ready = true;
+  // x's fragments of two steps (jp % 2), loaded two steps ahead of their use: as a step's mma are
+  // issued, its registers take the fragments of the step two on (in the next window for 2, 3).
+  uint4 xq[2][MT];
+  {
+    const uint4* x0 = xfrag + static_cast<int64_t>(2 * cur_st) * MT * 128;
+#pragma unroll
+    for (int jp = 0; jp < 2; ++jp)
+#pragma unroll
+      for (int t = 0; t < MT; ++t) xq[jp][t] = __ldg(x0 + 32 * (4 * t + jp));
+  }
   zero_acc();
   int acc_rt = cur_rt;
   const uint32_t magic = magic_register(Magic<T>::kBits2);
@@ -334,12 +334,13 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
         zero_acc();
         acc_rt = cur_rt;
       }
-      // This window's B fragments.
-      const uint4* xw = xfrag + static_cast<int64_t>(2 * cur_st + half) * MT * 128;
+      // x's fragments two steps ahead: steps 2, 3 of this window, then 0, 1 of the next.
+      const uint4* xc = xfrag + static_cast<int64_t>(2 * cur_st + half) * MT * 128;
       if (half == 1 && ++cur_st == S) {
         cur_st = 0;
         ++cur_rt;
       }
+      const uint4* xn = xfrag + static_cast<int64_t>(2 * cur_st + (half ^ 1)) * MT * 128;
       V s2[2][2][kSG], b2[2][2];
       float sf[2][2], bf[2][2];
 #pragma unroll
@@ -396,8 +397,8 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
             }
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const uint4 xf = __ldg(xw + 32 * (4 * t + jp));
-          const uint32_t bf0[2] = {xf.x, xf.y}, bf1[2] = {xf.z, xf.w};
+          const uint4& f = xq[jp % 2][t];
+          const uint32_t bf0[2] = {f.x, f.y}, bf1[2] = {f.z, f.w};
 #pragma unroll
           for (int at = 0; at < 2; ++at) {
             const uint32_t af[4] = {av[at][0][0], av[at][1][0], av[at][0][1], av[at][1][1]};
@@ -408,6 +409,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
             const uint32_t af[4] = {av[at][0][2], av[at][1][2], av[at][0][3], av[at][1][3]};
             mma_16816<T>(acc[at][t], af, bf1);
           }
+          xq[jp % 2][t] = __ldg((jp < 2 ? xc : xn) + 32 * (4 * t + (jp + 2) % 4));
         }
       }
       load_window(ring[d]);  // refill this slot D windows ahead
@@ -433,7 +435,7 @@ inline constexpr int kRfMinBlocks = (BITS == 2 || BITS == 4) && MT <= 2 ? 3
 // dependent launch: its first code loads overlap the pre-pass.
 template <class T, int BITS, int MT, Scheme SCH>
 void launch_rf(TcArgs a, dim3 grid, cudaStream_t stream) {
-  const int64_t windows = (a.k + 127) / 128;
+  const int64_t windows = 2 * static_cast<int64_t>(a.tile_stages);  // the units' windows, past K too
   const int64_t total = windows * MT * 128;  // 16-byte fragments
   auto* frag = static_cast<uint4*>(stream_scratch(stream, Scratch::rf_x_frags, total * 16));
   rf_x_frags_kernel<T, BITS><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(

@@ -4,6 +4,7 @@
 // f32 sums, as nvfp4's tensor scale), so the rows of x are the mma's columns and one pass over W
 // serves up to 32 of them. The supports rule, the stream-K grid and the dispatch to the
 // instances in qmm_scaled_rf_fp4.cu and qmm_scaled_rf_fp8.cu.
+#include <algorithm>
 #include <string>
 
 #include "cuda/checks.hpp"
@@ -63,16 +64,27 @@ void qmm_scaled_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.global = w.global_scale ? *w.global_scale : 1.0f;
   a.per_row = w.format.granularity == Granularity::channel ? 1 : 0;
   const cudaStream_t stream = stream_of(ctx);
+  // Past 32 rows of x, passes of up to 32 (each reads W once more; at M = 33..64 two passes beat
+  // dequantize_scaled + cuBLAS, docs/PERF.md).
+  const int32_t m_all = a.m;
   auto run = [&]<class T, Scheme SCH>() {
-    auto tiles = [&]<int MT>() {
-      const int ctas = choose_stream_k_grid(a, occupancy_qmm_scaled_rf<T, SCH, MT>());
-      stream_k_scratch(a, stream);
-      launch_qmm_scaled_rf<T, SCH, MT>(a, dim3(static_cast<unsigned>(ctas)), stream);
-    };
-    if (a.m <= 8) return tiles.template operator()<1>();
-    if (a.m <= 16) return tiles.template operator()<2>();
-    if (a.m <= 32) return tiles.template operator()<4>();
-    throw Error("[quanta::matmul] qmm_scaled_rf: M = " + std::to_string(a.m) + " is past 32");
+    for (int32_t r0 = 0; r0 < m_all; r0 += 8 * kRfMaxMT) {
+      TcArgs pass = a;
+      pass.m = std::min<int32_t>(8 * kRfMaxMT, m_all - r0);
+      pass.x = static_cast<const T*>(a.x) + static_cast<int64_t>(r0) * a.k;
+      pass.y = static_cast<T*>(a.y) + static_cast<int64_t>(r0) * a.n;
+      auto tiles = [&]<int MT>() {
+        const int ctas = choose_stream_k_grid(pass, occupancy_qmm_scaled_rf<T, SCH, MT>());
+        stream_k_scratch(pass, stream);
+        launch_qmm_scaled_rf<T, SCH, MT>(pass, dim3(static_cast<unsigned>(ctas)), stream);
+      };
+      if (pass.m <= 8)
+        tiles.template operator()<1>();
+      else if (pass.m <= 16)
+        tiles.template operator()<2>();
+      else
+        tiles.template operator()<4>();
+    }
   };
   const bool bf16 = x.dtype == DType::bf16;
   if (x.dtype != DType::f16 && !bf16)

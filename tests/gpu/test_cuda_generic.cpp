@@ -92,16 +92,18 @@ TEST_P(CudaGeneric, ScaledGemv) {
 // qmm_scaled_rf (qmm_affine_rf's kernel on these codes, f16/bf16 x; E8M0 scales with bf16 only):
 // 1, 2 and 4 column tiles with partial ones; N = 37 (one partial row tile) and 300 at K = 4096
 // (tiles split across CTAs, summed by the last); K of 33 chunks of 32 (a partial stage of 256)
-// and of one chunk; nvfp4 with and without its global scale (odd seeds set one).
+// and of one chunk; nvfp4 with and without its global scale (odd seeds set one); M past 32 in
+// passes of 32 rows of x (a partial last pass too).
 TEST_P(CudaGeneric, ScaledRegisterFed) {
   const Format f = GetParam();
   if (!scaled_format(f)) GTEST_SKIP() << "qmm_scaled_rf serves the microscaled and fp8 formats";
   const bool e8m0 = f.info().scale == ScaleEncoding::e8m0;
   for (DType t : {DType::f16, DType::bf16}) {
     if (e8m0 && t == DType::f16) continue;
-    for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32})
+    for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32, 33, 41, 64})  // past 32: passes of 32 rows
       check(f, t, Layout::nk, m, 37, 33 * 32, "qmm_scaled_rf");
     check(f, t, Layout::nk, 17, 300, 4096, "qmm_scaled_rf");
+    check(f, t, Layout::nk, 48, 300, 4096, "qmm_scaled_rf");
     check(f, t, Layout::nk, 5, 300, 4096, "qmm_scaled_rf");
     check(f, t, Layout::nk, 2, 20, 32, "qmm_scaled_rf");
   }
