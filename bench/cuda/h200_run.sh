@@ -153,6 +153,12 @@ for s in $steps; do
       echo "ncu rf stalls rc=$?"
       grep -E "stalled|inst_executed|duration|dram__|issue_active|l1tex" "$OUT/rf_stalls.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|l1tex/' | head -40
       ;;
+    checkonly)  # `quanta bench --device cuda --check-only` with the command packed by PACK_CLI=1
+      C=${CLI:-build-cuda/cli}
+      LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH timeout 500 "$C/quanta" bench --device cuda --check-only \
+        >"$OUT/checkonly.log" 2>&1
+      echo "check-only rc=$?"; grep -vE '^\s*$' "$OUT/checkonly.log" | tail -4
+      ;;
     srf64)  # microscaled / fp8 at M = 33..64: qmm_scaled_rf in passes of 32 rows against dequantize + cuBLAS
       for k in qmm_scaled_rf qmm_generic_dq; do
         timeout 200 "$P" --formats mxfp4,nvfp4,e4m3-channel --m 32,33,48,64,96 --dtypes bf16 --kernel $k \
