@@ -442,17 +442,9 @@ void launch_rf(TcArgs a, dim3 grid, cudaStream_t stream) {
       static_cast<const T*>(a.x), frag, a.m, a.k, MT, total);
   QUANTA_CUDA_CHECK_LAUNCH();
   a.xfrag = frag;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kRfThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  QUANTA_CUDA_CHECK(cudaLaunchKernelEx(
-      &cfg, qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>, a));
+  QUANTA_CUDA_CHECK(launch_dependent(
+      qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>, grid,
+      dim3(kRfThreads), 0, stream, a));
 }
 
 template <class T, int BITS, int MT>

@@ -458,19 +458,12 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
   qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(tiles));
-  cfg.blockDim = dim3(static_cast<unsigned>(warps * 32));
-  cfg.dynamicSmemBytes = static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   I8Args b = a;
   if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, qmv_affine_i8_kernel<T, BITS, G, MT>, b);
+  return launch_dependent(qmv_affine_i8_kernel<T, BITS, G, MT>,
+                          dim3(static_cast<unsigned>(tiles)), dim3(static_cast<unsigned>(warps * 32)),
+                          static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream,
+                          b);
 }
 
 }  // namespace quanta::cuda
