@@ -173,10 +173,11 @@ for s in $steps; do
       echo "ncu rf source rc=$? lines $(wc -l <"$OUT/rf_source.csv")"
       ;;
     ab)  # the same probe rows from the binary in $OLD (an earlier commit's build) and this one, alternating
+         # (AB_M: the rows of x, default 5,8,16,32 for int4 and 4,8,16,32 for fp4)
       for r in 1 2; do
         for b in "$OLD" "$D"; do
-          for args in "--formats affine-4b-g64 --kernel qmm_affine_rf --m 5,8,16,32 --dtypes f16" \
-                      "--formats mxfp4,nvfp4 --kernel qmm_scaled_rf --m 4,8,16,32 --dtypes bf16"; do
+          for args in "--formats affine-4b-g64 --kernel qmm_affine_rf --m ${AB_M:-5,8,16,32} --dtypes f16" \
+                      "--formats mxfp4,nvfp4 --kernel qmm_scaled_rf --m ${AB_M:-4,8,16,32} --dtypes bf16"; do
             LD_LIBRARY_PATH=$PWD/$b:$LD_LIBRARY_PATH timeout 120 "$b/quanta_cuda_probe" $args --no-cublas \
               --shapes 14336x5120,27648x5120 2>&1 | grep -vE '^device|^kernel' | sed "s|^|$b |"
           done
