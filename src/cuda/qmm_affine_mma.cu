@@ -47,9 +47,7 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
   a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
   const int n_tiles = (a.n + kMmaBN - 1) / kMmaBN, m_tiles = (a.m + kMmaBM - 1) / kMmaBM;
   // One CTA per multiprocessor (shared memory): split K until about every one has work.
-  int dev = 0, sms = 0;
-  QUANTA_CUDA_CHECK(cudaGetDevice(&dev));
-  QUANTA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = multiprocessor_count();
   const int stages_total = (a.k + kMmaBK - 1) / kMmaBK;
   int splits = 1;
   if (n_tiles * m_tiles < sms)

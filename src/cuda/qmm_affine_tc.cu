@@ -15,17 +15,6 @@ namespace quanta::cuda {
 
 QUANTA_TC_EXTERN_ALL
 
-namespace {
-
-int multiprocessors() {
-  int dev = 0, sms = 0;
-  QUANTA_CUDA_CHECK(cudaGetDevice(&dev));
-  QUANTA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
-}  // namespace
-
 bool stream_k_operands_ok(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y,
                           const Context& ctx, std::string_view kernel) {
   constexpr std::string_view kOp = "matmul";
@@ -51,7 +40,7 @@ TcArgs stream_k_args(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y) 
 }
 
 int choose_stream_k_grid(TcArgs& a, int occupancy) {
-  static const int sms = multiprocessors();
+  static const int sms = multiprocessor_count();
   const int row_tiles = (a.n + kTcRows - 1) / kTcRows;
   a.tile_stages = (a.k + kTcBK - 1) / kTcBK;
   a.units = static_cast<int64_t>(row_tiles) * a.tile_stages;

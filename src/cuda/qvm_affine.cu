@@ -233,12 +233,10 @@ int resident_qvm() {
     constexpr int kSmem = kWarps * MR * kCols * static_cast<int>(sizeof(float));
     QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qvm_affine_kernel<T, BITS, MR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    int per_sm = 0, dev = 0, sms = 0;
+    int per_sm = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, qvm_affine_kernel<T, BITS, MR>, kThreads, kSmem));
-    QUANTA_CUDA_CHECK(cudaGetDevice(&dev));
-    QUANTA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(1, per_sm) * sms;
+    return std::max(1, per_sm) * multiprocessor_count();
   }();
   return n;
 }

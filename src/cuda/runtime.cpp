@@ -22,4 +22,11 @@ bool is_device_pointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+int multiprocessor_count() {
+  int dev = 0, sms = 0;
+  QUANTA_CUDA_CHECK(cudaGetDevice(&dev));
+  QUANTA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 }  // namespace quanta::cuda

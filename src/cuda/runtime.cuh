@@ -97,4 +97,7 @@ inline Event make_event() {
 // Where a pointer lives, as the runtime sees it.
 bool is_device_pointer(const void* p);
 
+// Multiprocessors of the current device (persistent grids and split-K choices size by it).
+int multiprocessor_count();
+
 }  // namespace quanta::cuda
