@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <bit>
 #include <cstdint>
 #include <utility>
 
@@ -251,5 +252,20 @@ bool dispatch_value(int v, F&& f) {
 }
 
 inline constexpr auto& kAffineBitsList = quanta::detail::kAffineBits;
+
+// The operand fields the affine kernels' argument blocks share (TcArgs, MmaArgs, QvmArgs):
+// codes, scales and biases of w, x, y, and M, N, K and log2 of the group size.
+template <class Args>
+void set_affine_operands(Args& a, ConstMatrixView x, const QuantizedMatrix& w, MatrixView y) {
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
+  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
+  a.x = x.data;
+  a.y = y.data;
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+}
 
 }  // namespace quanta::cuda

@@ -36,15 +36,7 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
     return matmul_generic(x, w, nullptr, y, ctx);
   MmaArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
-  a.x = x.data;
-  a.y = y.data;
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+  set_affine_operands(a, x, w, y);
   const int n_tiles = (a.n + kMmaBN - 1) / kMmaBN, m_tiles = (a.m + kMmaBM - 1) / kMmaBM;
   // One CTA per multiprocessor (shared memory): split K until about every one has work.
   const int sms = multiprocessor_count();
@@ -56,14 +48,7 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
   a.kslice = per * kMmaBK;
   splits = (a.k + a.kslice - 1) / a.kslice;
   const cudaStream_t stream = stream_of(ctx);
-  a.split = SplitTile{nullptr, nullptr, splits, a.m, a.n};
-  if (splits > 1) {
-    a.split.partials = static_cast<float*>(
-        stream_scratch(stream, Scratch::split_partials,
-                       sizeof(float) * static_cast<std::size_t>(splits) * a.m * a.n));
-    a.split.counters = static_cast<uint32_t*>(
-        stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * n_tiles * m_tiles));
-  }
+  a.split = split_tile(splits, a.m, a.n, n_tiles * m_tiles, stream);
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles),
                   static_cast<unsigned>(splits));
   dispatch_half_dtype(x.dtype, [&]<class T>() {

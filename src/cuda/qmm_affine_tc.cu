@@ -27,15 +27,7 @@ bool stream_k_operands_ok(ConstMatrixView x, const QuantizedMatrix& w, MatrixVie
 
 TcArgs stream_k_args(ConstMatrixView x, const QuantizedMatrix& w, MatrixView y) {
   TcArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
-  a.x = x.data;
-  a.y = y.data;
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+  set_affine_operands(a, x, w, y);
   return a;
 }
 

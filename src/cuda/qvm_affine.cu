@@ -260,17 +260,7 @@ void qvm_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, Mat
       !alignment_ok(w.biases, 16, ctx, kName, kOp, "w.biases"))
     return matmul_generic(x, w, nullptr, y, ctx);
   QvmArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.scales = reinterpret_cast<const uint8_t*>(w.scales);
-  a.biases = reinterpret_cast<const uint8_t*>(w.biases);
-  a.x = x.data;
-  a.y = y.data;
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  int lg = 0;
-  while ((1 << lg) < w.format.group_size) ++lg;
-  a.log2_group = lg;
+  set_affine_operands(a, x, w, y);
   const int mr = a.m == 1 ? 1 : 2;
   const int col_tiles = (a.n + kCols - 1) / kCols;
   const int zs = (a.m + mr - 1) / mr;
@@ -283,14 +273,7 @@ void qvm_affine(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, Mat
   });
   const int splits = std::clamp(resident / (col_tiles * zs), 1, std::max(1, a.k / 8 / kWarps));
   const cudaStream_t stream = stream_of(ctx);
-  a.split = SplitTile{nullptr, nullptr, splits, a.m, a.n};
-  if (splits > 1) {
-    a.split.partials = static_cast<float*>(
-        stream_scratch(stream, Scratch::split_partials,
-                       sizeof(float) * static_cast<std::size_t>(splits) * a.m * a.n));
-    a.split.counters = static_cast<uint32_t*>(
-        stream_scratch(stream, Scratch::split_counters, sizeof(uint32_t) * col_tiles * zs));
-  }
+  a.split = split_tile(splits, a.m, a.n, col_tiles * zs, stream);
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(splits),
                   static_cast<unsigned>(zs));
   dispatch_dtype(x.dtype, [&]<class T>() {

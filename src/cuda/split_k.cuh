@@ -5,9 +5,13 @@
 // next launch on the stream.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/common.cuh"
+#include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
 
@@ -16,6 +20,20 @@ struct SplitTile {
   uint32_t* counters;  // one per output tile
   int32_t splits, m, n;
 };
+
+// A launch's split-K state: with splits > 1, its partial y tiles and one counter per output tile
+// from the stream's scratch (the counters are zero between launches: each last CTA resets its).
+inline SplitTile split_tile(int splits, int m, int n, int tiles, cudaStream_t stream) {
+  SplitTile s{nullptr, nullptr, splits, m, n};
+  if (splits > 1) {
+    s.partials = static_cast<float*>(stream_scratch(
+        stream, Scratch::split_partials,
+        sizeof(float) * static_cast<std::size_t>(splits) * static_cast<std::size_t>(m) * n));
+    s.counters = static_cast<uint32_t*>(stream_scratch(
+        stream, Scratch::split_counters, sizeof(uint32_t) * static_cast<std::size_t>(tiles)));
+  }
+  return s;
+}
 
 // Call with every thread of the CTA after this CTA's partials are stored. Columns
 // [n0, n0 + cols) of rows [m0, m1) form this CTA's tile.
