@@ -238,8 +238,9 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         if (f.scheme != Scheme::affine) {
           const Family fam = f.info().family;
           // K = 1024: qmm_scaled_rf (f16/bf16 x, E8M0-scaled codes with bf16 only) from M = 3
-          // (nvfp4: 2) to 64 (passes of 32 rows past 32); whole runs of 128 codes for qmv_scaled_mma (M = 2..16); qmv_scaled
-          // to M = 8 (f32 x: 16); dequantize_scaled + cuBLAS beyond.
+          // (nvfp4: 2) to 64 (passes of 32 rows past 32); whole runs of 128 codes for
+          // qmv_scaled_mma (M = 2..16); qmv_scaled to M = 8 (f32 x: 16); dequantize_scaled + cuBLAS
+          // beyond.
           const bool micro_or_fp8 = fam == Family::microscaled || fam == Family::fp8;
           const bool rf = micro_or_fp8 && t != DType::f32 && m <= 64 &&
                           (t == DType::bf16 || f.info().scale != ScaleEncoding::e8m0);

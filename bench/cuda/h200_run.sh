@@ -185,7 +185,7 @@ for s in $steps; do
       done | tee "$OUT/ab.log"
       ;;
     l1)  # where the small-M kernels' load instructions go: L1 wavefronts per kind of access
-      for km in qmm_affine_rf:8 qmm_affine_rf:16 qmm_affine_rf:32 qmv_affine_i8:1 qmm_affine_wgmma:64; do
+      for km in qmm_affine_rf:8 qmm_affine_rf:16 qmm_affine_rf:32 qmv_affine_i8:1; do
         k=${km%%:*}; m=${km#*:}
         timeout 200 ncu --clock-control none --kernel-name regex:"${k}" --launch-skip 5 --launch-count 1 \
           --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \

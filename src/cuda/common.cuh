@@ -7,8 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 

@@ -340,10 +340,10 @@ cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, bool one_wave, cuda
   qmm_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
       static_cast<const T*>(a.x), a.planes, a.gx, a.k);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return launch_dependent(qmm_affine_i8_kernel<T, BITS, G, NT>,
-                          dim3(static_cast<unsigned>(tiles)), dim3(static_cast<unsigned>(warps * 32)),
-                          static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float), stream,
-                          a);
+  return launch_dependent(qmm_affine_i8_kernel<T, BITS, G, NT>, dim3(static_cast<unsigned>(tiles)),
+                          dim3(static_cast<unsigned>(warps * 32)),
+                          static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float),
+                          stream, a);
 }
 
 }  // namespace quanta::cuda

@@ -435,16 +435,17 @@ inline constexpr int kRfMinBlocks = (BITS == 2 || BITS == 4) && MT <= 2 ? 3
 // dependent launch: its first code loads overlap the pre-pass.
 template <class T, int BITS, int MT, Scheme SCH>
 void launch_rf(TcArgs a, dim3 grid, cudaStream_t stream) {
-  const int64_t windows = 2 * static_cast<int64_t>(a.tile_stages);  // the units' windows, past K too
-  const int64_t total = windows * MT * 128;  // 16-byte fragments
+  // Every window of the units, past K too, in 16-byte fragments.
+  const int64_t windows = 2 * static_cast<int64_t>(a.tile_stages);
+  const int64_t total = windows * MT * 128;
   auto* frag = static_cast<uint4*>(stream_scratch(stream, Scratch::rf_x_frags, total * 16));
   rf_x_frags_kernel<T, BITS><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
       static_cast<const T*>(a.x), frag, a.m, a.k, MT, total);
   QUANTA_CUDA_CHECK_LAUNCH();
   a.xfrag = frag;
-  QUANTA_CUDA_CHECK(launch_dependent(
-      qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>, grid,
-      dim3(kRfThreads), 0, stream, a));
+  QUANTA_CUDA_CHECK(
+      launch_dependent(qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>,
+                       grid, dim3(kRfThreads), 0, stream, a));
 }
 
 template <class T, int BITS, int MT>

@@ -460,8 +460,8 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   I8Args b = a;
   if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
-  return launch_dependent(qmv_affine_i8_kernel<T, BITS, G, MT>,
-                          dim3(static_cast<unsigned>(tiles)), dim3(static_cast<unsigned>(warps * 32)),
+  return launch_dependent(qmv_affine_i8_kernel<T, BITS, G, MT>, dim3(static_cast<unsigned>(tiles)),
+                          dim3(static_cast<unsigned>(warps * 32)),
                           static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream,
                           b);
 }
