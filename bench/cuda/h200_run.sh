@@ -153,6 +153,24 @@ for s in $steps; do
       echo "ncu rf stalls rc=$?"
       grep -E "stalled|inst_executed|duration|dram__|issue_active|l1tex" "$OUT/rf_stalls.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|l1tex/' | head -40
       ;;
+    wgrf)  # qmm_affine_wgrf: its tests (+ memcheck, racecheck), then each instance shape against
+           # qmm_affine_wgmma and cuBLAS at M = 33..256 (int4 g64 f16, three shapes)
+      timeout 200 "$T" --gtest_brief=1 --gtest_filter='All/CudaAffine.WgmmaRegisterFed/*' >"$OUT/wgrf_tests.log" 2>&1
+      echo "wgrf tests rc=$?"; grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/wgrf_tests.log" | head -30
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
+        --gtest_filter='All/CudaAffine.WgmmaRegisterFed/b4_g64' >"$OUT/wgrf_sanitizer.log" 2>&1
+      echo "wgrf memcheck rc=$?"
+      timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$T" --gtest_brief=1 \
+        --gtest_filter='All/CudaAffine.WgmmaRegisterFed/b4_g128' >>"$OUT/wgrf_sanitizer.log" 2>&1
+      echo "wgrf racecheck rc=$?"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/wgrf_sanitizer.log" | sort | uniq -c
+      timeout 100 "$P" --formats affine-4b-g64 --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16,bf16 --check \
+        2>&1 | tee "$OUT/wgrf_probe.log"
+      for c in 0 1 2 3; do
+        QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
+          --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas --check 2>&1 | sed "s/^/cfg$c /"
+      done | tee -a "$OUT/wgrf_probe.log"
+      ;;
     checkonly)  # `quanta bench --device cuda --check-only` with the command packed by PACK_CLI=1
       C=${CLI:-build-cuda/cli}
       LD_LIBRARY_PATH=$PWD/$C:$LD_LIBRARY_PATH timeout 500 "$C/quanta" bench --device cuda --check-only \

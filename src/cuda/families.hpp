@@ -105,6 +105,13 @@ std::string qmm_affine_wgmma_supports(const Problem& p);
 void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                       MatrixView y, const Context& ctx);
 
+// qmm_affine_wgrf.cu: affine nk 4-bit, f16/bf16, M = 33..128, sm_90a; codes dequantized in
+// registers into wgmma's A (register form), x as B from shared memory (a pre-pass writes its
+// swizzled image), K split over CTAs where the row tiles are few.
+std::string qmm_affine_wgrf_supports(const Problem& p);
+void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                     MatrixView y, const Context& ctx);
+
 // qmm_affine_mma.cu: affine nk, f16/bf16, larger M; tiles dequantized into shared memory,
 // ldmatrix + mma.sync, multi-stage cp.async pipeline.
 std::string qmm_affine_mma_supports(const Problem& p);

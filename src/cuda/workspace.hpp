@@ -21,6 +21,7 @@ enum class Scratch : int {
   dense_sums = 8,      // qmm_affine_dq / qmm_generic_dq, [K, N]: f32 sums of the slabs' GEMMs
   kn_repack = 9,       // qmm_affine_repack: the [N, K] copy of a [K, N] matrix
   rf_x_frags = 10,     // qmm_affine_rf / qmm_scaled_rf: x as B fragments in the kernel's order
+  wgrf_x_image = 11,   // qmm_affine_wgrf: x as the kernel's shared-memory image per k-block
 };
 
 // At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers

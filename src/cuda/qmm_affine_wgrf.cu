@@ -1,0 +1,119 @@
+// qmm_affine_wgrf host side: the supports rule, the grid (row tiles x token tiles x K splits), the
+// pre-pass and the instances. Kernel and design: qmm_affine_wgrf.cuh.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "cuda/checks.hpp"
+#include "cuda/families.hpp"
+#include "cuda/qmm_affine_wgrf.cuh"
+#include "cuda/runtime.cuh"
+#include "cuda/workspace.hpp"
+#include "quanta/error.hpp"
+
+namespace quanta::cuda {
+
+namespace {
+
+// One instance's shape: warpgroups per CTA (64 rows of W each), code-ring depth (k-blocks of
+// 128 codes held in registers) and x stages in shared memory.
+struct WgrfConfig {
+  int wg, depth, stages;
+};
+
+template <class T, int BITS, int NT, int WG, int D, int S>
+void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
+  auto kernel = qmm_affine_wgrf_kernel<T, BITS, NT, WG, D, S>;
+  constexpr int kSmem = kWgrfSmem<NT, S>;
+  static const int occupancy = [&] {
+    QUANTA_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    int b = 0;
+    QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, 128 * WG, kSmem));
+    return std::max(b, 1);
+  }();
+  static const int sms = multiprocessor_count();
+  const int row_tiles = (a.n + 64 * WG - 1) / (64 * WG);
+  const int token_tiles = static_cast<int>((m + NT - 1) / NT);
+  const int tiles = row_tiles * token_tiles;
+  // K splits: as many as keep every CTA resident at once, each with >= 2D k-blocks.
+  int splits = std::max(1, sms * occupancy / tiles);
+  splits = std::clamp(splits, 1, std::max(1, a.kblocks / (2 * D)));
+  if (const char* e = std::getenv("QUANTA_WGRF_SPLITS")) splits = std::max(1, std::atoi(e));
+  a.split = split_tile(splits, a.m, a.n, tiles, stream);
+
+  const int64_t total = static_cast<int64_t>(token_tiles) * a.kblocks * NT * 16;
+  auto* img = static_cast<uint4*>(stream_scratch(stream, Scratch::wgrf_x_image, total * 16));
+  wgrf_x_image_kernel<T, BITS, NT><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      static_cast<const T*>(a.x), img, a.m, a.k, a.kblocks, total);
+  QUANTA_CUDA_CHECK_LAUNCH();
+  a.ximg = img;
+  QUANTA_CUDA_CHECK(
+      launch_dependent(kernel,
+                       dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(token_tiles),
+                            static_cast<unsigned>(splits)),
+                       dim3(128 * WG), kSmem, stream, a));
+}
+
+}  // namespace
+
+std::string qmm_affine_wgrf_supports(const Problem& p) {
+  if (p.format.scheme != Scheme::affine) return "needs the affine format";
+  if (p.format.bits != 4) return "serves 4-bit codes";
+  if (p.layout != Layout::nk) return "needs the [N, K] layout";
+  if (p.dtype == DType::f32) return "needs f16 or bf16 activations (wgmma on 16-bit operands)";
+  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
+  if (p.k > std::numeric_limits<int32_t>::max() / 2 || p.n > std::numeric_limits<int32_t>::max() ||
+      p.m > std::numeric_limits<int32_t>::max())
+    return "M, N and K must fit in int32";
+#ifndef QUANTA_CUDA_SM90A
+  return "this build has no sm_90a code (add 90a to CMAKE_CUDA_ARCHITECTURES)";
+#endif
+  if (p.compute_capability != 0 && p.compute_capability != 90)
+    return "needs sm_90 (wgmma, compiled for sm_90a)";
+  return {};
+}
+
+void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                     const Context& ctx) {
+  constexpr std::string_view kName = "qmm_affine_wgrf", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
+  if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
+    return matmul_generic(x, w, nullptr, y, ctx);
+  WgrfArgs a{};
+  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
+  a.x = x.data;
+  a.scales = w.scales;
+  a.biases = w.biases;
+  a.y = y.data;
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(w.n);
+  a.k = static_cast<int32_t>(w.k);
+  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+  a.kblocks = static_cast<int32_t>((w.k + kWgrfKB - 1) / kWgrfKB);
+  a.row_bytes = w.k * w.format.bits / 8;
+  const cudaStream_t stream = stream_of(ctx);
+  const int nt = x.rows <= 64 ? 64 : 128;
+  // Tuning runs: QUANTA_WGRF_CONFIG picks the instance shape (f16 only).
+  const char* env = std::getenv("QUANTA_WGRF_CONFIG");
+  const int cfg = env ? std::atoi(env) : 0;
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    auto by_tile = [&]<int WG, int D, int S>() {
+      if (nt == 64)
+        run_wgrf<T, 4, 64, WG, D, S>(a, x.rows, stream);
+      else
+        run_wgrf<T, 4, 128, WG, D, S>(a, x.rows, stream);
+    };
+    if constexpr (std::is_same_v<T, __half>) {
+      if (cfg == 1) return by_tile.template operator()<2, 4, 3>();
+      if (cfg == 2) return by_tile.template operator()<1, 4, 4>();
+      if (cfg == 3) return by_tile.template operator()<1, 2, 4>();
+    }
+    by_tile.template operator()<2, 2, 4>();
+  });
+}
+
+}  // namespace quanta::cuda

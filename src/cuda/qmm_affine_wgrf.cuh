@@ -1,0 +1,322 @@
+// qmm_affine_wgrf: affine [N, K] times x [M, K] for M = 33..128 on sm_90a, the register-fed design
+// of qmm_affine_rf on warpgroup MMA:
+//
+//   W      = codes and scales streamed from global memory straight into registers, D k-blocks
+//            ahead, and dequantized there (s·q + b rounded once to T, affine_unpack.cuh's pairs:
+//            MLX's rounding, as qmm_affine_rf) into the A fragments of wgmma's register form.
+//            A thread owns chunks of 32 codes of two rows (g and g + 8 of its warp's 16): chunk q
+//            of each 128-code k-block, 16 pairs = the four A registers of each of 8 k16 steps.
+//   x      = B in shared memory, K-major under the 128-byte swizzle. A pre-pass
+//            (wgrf_x_image_kernel, programmatic dependent launch) writes, per token tile and
+//            k-block, the exact shared-memory image: the 128 codes' activations in the order the
+//            A pairs hold their codes (wgrf_phys), zeros past M and K; a CTA copies each stage
+//            with linear 16-byte cp.async (S stages).
+//   tile   = a warpgroup per 64 rows of W, WG warpgroups per CTA sharing x's stages; NT tokens
+//            (wgmma m64nNTk16, f32 accumulators in registers); K split over gridDim.z CTAs when
+//            the row tiles alone leave SMs idle, summed by split_finish (deterministic).
+//
+// Why: at M = 33..128 the mma.sync kernels spend their issue slots on B fragments and the CUTLASS
+// mixed-input kernel measured flat at ~40 us for 14336 x 5120 from M = 24 to 64 (its 4-bit
+// conversion, docs/PERF.md); here one wgmma serves NT tokens from shared memory, so the only
+// per-code work is the dequantization, which the other warpgroups' MMAs overlap.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/affine_simt.cuh"    // load_chunk
+#include "cuda/affine_unpack.cuh"  // dequant_chunk, pair_lo, pair_hi
+#include "cuda/common.cuh"
+#include "cuda/mma.cuh"
+#include "cuda/split_k.cuh"
+
+namespace quanta::cuda {
+
+inline constexpr int kWgrfKB = 128;  // codes of K per k-block: one 32-code chunk per quad lane
+
+struct WgrfArgs {
+  const uint8_t* codes;
+  const void* scales;  // T [N, K/G]
+  const void* biases;  // T [N, K/G]
+  const void* x;       // T [M, K]
+  const uint4* ximg;   // the pre-pass's image: [token tile][k-block][NT x 256 bytes]
+  void* y;             // T [M, N]
+  SplitTile split;
+  int32_t m, n, k, log2_group;
+  int32_t kblocks;  // ceil(K / 128)
+  int64_t row_bytes;
+};
+
+// Code offset (0..127) in a k-block of the activation at logical position l of the smem image:
+// step j = l / 16 of the k-block's eight k16 steps, slot t = l % 16 of A's 16 columns. Lane
+// quad q holds slots (2q, 2q + 1) as pair 2j and (2q + 8, 2q + 9) as pair 2j + 1 of its chunk q.
+template <int BITS>
+__host__ __device__ constexpr int wgrf_phys(int l) {
+  const int j = l / 16, t = l % 16;
+  const int h = t / 8, q = (t % 8) / 2, e = t % 2;
+  const int i = 2 * j + h;
+  return 32 * q + (e ? pair_hi<BITS>(i) : pair_lo<BITS>(i));
+}
+
+// One 16-byte chunk of the image per thread: chunk c16 of row (token) r of half h (64 logical
+// positions, 128 bytes a row, eight rows a 1024-byte swizzle atom: the chunk holds logical chunk
+// c16 ^ (r % 8)).
+template <class T, int BITS, int NT>
+__global__ void wgrf_x_image_kernel(const T* x, uint4* img, int m, int k, int kblocks,
+                                    int64_t total) {
+  grid_dependency_release();  // the main kernel may start loading codes now
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int c16 = static_cast<int>(i % 8), r = static_cast<int>(i / 8 % NT);
+  const int h = static_cast<int>(i / (8 * NT) % 2);
+  const int64_t kb = i / (16 * NT) % kblocks, tile = i / (16 * static_cast<int64_t>(NT) * kblocks);
+  const int64_t tok = tile * NT + r;
+  const int l0 = 64 * h + 8 * (c16 ^ (r % 8));
+  uint16_t v[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int64_t kk = kb * kWgrfKB + wgrf_phys<BITS>(l0 + e);
+    v[e] = tok < m && kk < k ? __ldg(reinterpret_cast<const uint16_t*>(x) + tok * k + kk) : 0;
+  }
+  img[i] = make_uint4(
+      v[0] | static_cast<uint32_t>(v[1]) << 16, v[2] | static_cast<uint32_t>(v[3]) << 16,
+      v[4] | static_cast<uint32_t>(v[5]) << 16, v[6] | static_cast<uint32_t>(v[7]) << 16);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma's shared-memory descriptor for a K-major operand under the 128-byte swizzle: 8-row
+// atoms of 128 bytes 1024 bytes apart (the leading offset is unused in this mode).
+__device__ __forceinline__ uint64_t wgrf_desc(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// D (64 x N, f32) += A (64 x 16, registers) · B (16 x N, shared memory).
+__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0, uint32_t a1,
+                                                    uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+}
+
+__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], uint32_t a0, uint32_t a1,
+                                                     uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint32_t a0, uint32_t a1,
+                                                     uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint32_t a0, uint32_t a1,
+                                                      uint32_t a2, uint32_t a3, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+}
+
+template <class T, int NT>
+__device__ __forceinline__ void wgrf_mma(float (&d)[NT / 2], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint64_t desc) {
+  constexpr bool kF16 = std::is_same_v<T, __half>;
+  if constexpr (NT == 64) {
+    if constexpr (kF16)
+      wgmma_m64n64k16_f16(d, a0, a1, a2, a3, desc);
+    else
+      wgmma_m64n64k16_bf16(d, a0, a1, a2, a3, desc);
+  } else {
+    static_assert(NT == 128);
+    if constexpr (kF16)
+      wgmma_m64n128k16_f16(d, a0, a1, a2, a3, desc);
+    else
+      wgmma_m64n128k16_bf16(d, a0, a1, a2, a3, desc);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void wgrf_pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+template <class T, int BITS, int NT, int WG, int D, int S>
+__global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t wgrf_smem[];
+  constexpr int kStageBytes = NT * 256;
+  const uint32_t smem0 = (smem_addr(wgrf_smem) + 1023u) & ~1023u;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, q = lane % 4;
+  const int row_cta = static_cast<int>(blockIdx.x) * 64 * WG;
+  const int row = row_cta + 16 * warp + g;  // and row + 8 (warp w of the CTA: rows 16w..16w+15)
+  const int r0 = min(row, a.n - 1), r1 = min(row + 8, a.n - 1);  // past N: loaded, never stored
+  const int tile = static_cast<int>(blockIdx.y), split = static_cast<int>(blockIdx.z);
+  const int splits = static_cast<int>(gridDim.z);
+  const int kb0 = static_cast<int>(static_cast<int64_t>(split) * a.kblocks / splits);
+  const int kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * a.kblocks / splits);
+  const int nkb = kb1 - kb0;
+
+  // ---- the code ring: chunk q of k-block kb for both rows, D k-blocks ahead -----------------
+  const uint8_t* p0 = a.codes + static_cast<int64_t>(r0) * a.row_bytes + q * 4 * BITS;
+  const uint8_t* p1 = a.codes + static_cast<int64_t>(r1) * a.row_bytes + q * 4 * BITS;
+  const T* s0p = static_cast<const T*>(a.scales) + static_cast<int64_t>(r0) * (a.k >> a.log2_group);
+  const T* s1p = static_cast<const T*>(a.scales) + static_cast<int64_t>(r1) * (a.k >> a.log2_group);
+  const T* b0p = static_cast<const T*>(a.biases) + static_cast<int64_t>(r0) * (a.k >> a.log2_group);
+  const T* b1p = static_cast<const T*>(a.biases) + static_cast<int64_t>(r1) * (a.k >> a.log2_group);
+  uint32_t w0[D][BITS], w1[D][BITS];
+  T sb[D][4];
+  auto load = [&](int u, int kb) {
+    const int kc = kb * kWgrfKB + 32 * q;  // first code of the chunk
+    if (kb < kb1 && kc < a.k) {
+      const int64_t off = static_cast<int64_t>(kb) * (kWgrfKB * BITS / 8);
+      load_chunk<BITS>(p0 + off, w0[u]);
+      load_chunk<BITS>(p1 + off, w1[u]);
+      const int grp = kc >> a.log2_group;
+      sb[u][0] = s0p[grp], sb[u][1] = b0p[grp], sb[u][2] = s1p[grp], sb[u][3] = b1p[grp];
+    } else {  // A = 0 (zero codes, scale and bias)
+#pragma unroll
+      for (int i = 0; i < BITS; ++i) w0[u][i] = w1[u][i] = 0u;
+      const T z = from_f32<T>(0.0f);
+      sb[u][0] = sb[u][1] = sb[u][2] = sb[u][3] = z;
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < D; ++u) load(u, kb0 + u);
+
+  // ---- x's stages ------------------------------------------------------------------------------
+  grid_dependency_wait();  // the image is complete past this point
+  const uint4* img = a.ximg + (static_cast<int64_t>(tile) * a.kblocks) * (kStageBytes / 16);
+  auto issue_stage = [&](int it) {  // k-block kb0 + it into slot it % S
+    if (it < nkb) {
+      const uint4* src = img + static_cast<int64_t>(kb0 + it) * (kStageBytes / 16);
+      const uint32_t dst = smem0 + static_cast<uint32_t>(it % S) * kStageBytes;
+#pragma unroll
+      for (int c = tid; c < kStageBytes / 16; c += 128 * WG)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + 16 * c),
+                     "l"(src + c));
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue_stage(s);
+
+  float acc[NT / 2];
+#pragma unroll
+  for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+
+  auto step = [&](int u, int it) {
+    cp_async_wait<S - 2>();
+    __syncthreads();  // stage it is in; every warpgroup is done with stage it - 1
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    issue_stage(it + S - 1);  // into it - 1's slot
+    uint32_t ag[16], ah[16];
+    dequant_chunk<T, BITS>(w0[u], sb[u][0], sb[u][1], ag);
+    dequant_chunk<T, BITS>(w1[u], sb[u][2], sb[u][3], ah);
+    load(u, kb0 + it + D);  // refill, D k-blocks ahead
+    const uint32_t base = smem0 + static_cast<uint32_t>(it % S) * kStageBytes;
+    wgrf_pin(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      wgrf_mma<T, NT>(acc, ag[2 * j], ah[2 * j], ag[2 * j + 1], ah[2 * j + 1],
+                      wgrf_desc(base + (j / 4) * (NT * 128) + 32 * (j % 4)));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wgrf_pin(acc);
+  };
+  for (int it0 = 0; it0 < nkb; it0 += D) {
+#pragma unroll
+    for (int u = 0; u < D; ++u) {
+      if (it0 + u >= nkb) break;
+      step(u, it0 + u);
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- y: acc[4i + 2e + c] is (row + 8e, token 8i + 2q + c) of the tile ----------------------
+  const int tok0 = tile * NT;
+  T* y = static_cast<T*>(a.y);
+  float* part = splits > 1 ? a.split.partials + static_cast<int64_t>(split) * a.m * a.n : nullptr;
+#pragma unroll
+  for (int i = 0; i < NT / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int tok = tok0 + 8 * i + 2 * q + c, r = row + 8 * e;
+        if (tok >= a.m || r >= a.n) continue;
+        const int64_t at = static_cast<int64_t>(tok) * a.n + r;
+        if (part)
+          part[at] = acc[4 * i + 2 * e + c];
+        else
+          y[at] = from_f32<T>(acc[4 * i + 2 * e + c]);
+      }
+  if (part)
+    split_finish<T>(a.split, static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x), tok0,
+                    min(a.m, tok0 + NT), row_cta, 64 * WG, y);
+#endif
+}
+
+// Dynamic shared memory of an instance: S stages and the slack to align them to 1024 bytes.
+template <int NT, int S>
+inline constexpr int kWgrfSmem = S* NT * 256 + 1024;
+
+}  // namespace quanta::cuda
