@@ -166,7 +166,7 @@ for s in $steps; do
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/wgrf_sanitizer.log" | sort | uniq -c
       timeout 100 "$P" --formats affine-4b-g64 --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16,bf16 --check \
         2>&1 | tee "$OUT/wgrf_probe.log"
-      for c in 0 1 2 3; do
+      for c in 0 1 2 3 4 5; do
         QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
           --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas --check 2>&1 | sed "s/^/cfg$c /"
       done | tee -a "$OUT/wgrf_probe.log"

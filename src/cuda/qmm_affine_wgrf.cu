@@ -101,16 +101,20 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
   const char* env = std::getenv("QUANTA_WGRF_CONFIG");
   const int cfg = env ? std::atoi(env) : 0;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
+    // S stages of 64-token tiles (16 KB each); 128-token tiles take one stage fewer (32 KB
+    // each), so that two or three CTAs fit an SM's shared memory.
     auto by_tile = [&]<int WG, int D, int S>() {
       if (nt == 64)
         run_wgrf<T, 4, 64, WG, D, S>(a, x.rows, stream);
       else
-        run_wgrf<T, 4, 128, WG, D, S>(a, x.rows, stream);
+        run_wgrf<T, 4, 128, WG, D, S - 1>(a, x.rows, stream);
     };
     if constexpr (std::is_same_v<T, __half>) {
       if (cfg == 1) return by_tile.template operator()<2, 4, 3>();
       if (cfg == 2) return by_tile.template operator()<1, 4, 4>();
       if (cfg == 3) return by_tile.template operator()<1, 2, 4>();
+      if (cfg == 4) return by_tile.template operator()<1, 2, 3>();
+      if (cfg == 5) return by_tile.template operator()<1, 4, 3>();
     }
     by_tile.template operator()<2, 2, 4>();
   });

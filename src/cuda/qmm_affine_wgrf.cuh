@@ -195,6 +195,7 @@ __device__ __forceinline__ void wgrf_pin(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+
 #endif
 
 template <class T, int BITS, int NT, int WG, int D, int S>
@@ -262,6 +263,10 @@ __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArg
 #pragma unroll
   for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
 
+  // Each k-block's wgmma are waited for before the next is dequantized: overlapping them inside
+  // a warpgroup (wait_group 1, two A buffers) makes ptxas serialize the wgmma (C7513: registers
+  // of a wgmma defined inside its pipeline stage), so the overlap comes from the SM's other
+  // warpgroups.
   auto step = [&](int u, int it) {
     cp_async_wait<S - 2>();
     __syncthreads();  // stage it is in; every warpgroup is done with stage it - 1
