@@ -166,10 +166,27 @@ for s in $steps; do
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/wgrf_sanitizer.log" | sort | uniq -c
       timeout 100 "$P" --formats affine-4b-g64 --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16,bf16 --check \
         2>&1 | tee "$OUT/wgrf_probe.log"
-      for c in 0 1 2 3 4 5; do
+      for c in ${WGRF_CFGS:-0 1 2 3 4 5 6 7 8}; do
         QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
           --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas --check 2>&1 | sed "s/^/cfg$c /"
       done | tee -a "$OUT/wgrf_probe.log"
+      for c in ${WGRF_SPLIT1_CFGS:-}; do  # the same without K splits
+        QUANTA_WGRF_SPLITS=1 QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
+          --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas 2>&1 | sed "s/^/cfg${c}s1 /"
+      done | tee -a "$OUT/wgrf_probe.log"
+      ;;
+    wgrfprof)  # Nsight Compute on qmm_affine_wgrf at M = 64 (14336 x 5120 f16): throughput, stalls, source
+      timeout 200 ncu --clock-control none --kernel-name regex:qmm_affine_wgrf --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        "$P" --kernel qmm_affine_wgrf --formats affine-4b-g64 --shapes 14336x5120 --m ${WGRF_PROF_M:-64} \
+        --dtypes f16 --no-cublas --replays 2 >"$OUT/wgrf_ncu.txt" 2>&1
+      echo "ncu wgrf rc=$?"; grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Stall|Issue Slots|Executed Ipc|Block Limit" "$OUT/wgrf_ncu.txt" | head -40
+      timeout 200 ncu --clock-control none --kernel-name regex:qmm_affine_wgrf --launch-skip 3 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+        "$P" --kernel qmm_affine_wgrf --formats affine-4b-g64 --shapes 14336x5120 --m ${WGRF_PROF_M:-64} \
+        --dtypes f16 --no-cublas --replays 2 >"$OUT/wgrf_source.csv" 2>&1
+      echo "ncu wgrf source rc=$? lines $(wc -l <"$OUT/wgrf_source.csv")"
       ;;
     checkonly)  # `quanta bench --device cuda --check-only` with the command packed by PACK_CLI=1
       C=${CLI:-build-cuda/cli}

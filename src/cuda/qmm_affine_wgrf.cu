@@ -23,10 +23,10 @@ struct WgrfConfig {
   int wg, depth, stages;
 };
 
-template <class T, int BITS, int NT, int WG, int D, int S>
+template <class T, int BITS, int NT, int WG, int D, int S, int H>
 void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
-  auto kernel = qmm_affine_wgrf_kernel<T, BITS, NT, WG, D, S>;
-  constexpr int kSmem = kWgrfSmem<NT, S>;
+  auto kernel = qmm_affine_wgrf_kernel<T, BITS, NT, WG, D, S, H>;
+  constexpr int kSmem = kWgrfSmem<NT, S, WG>;
   static const int occupancy = [&] {
     QUANTA_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -103,11 +103,11 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     // S stages of 64-token tiles (16 KB each); 128-token tiles take one stage fewer (32 KB
     // each), so that two or three CTAs fit an SM's shared memory.
-    auto by_tile = [&]<int WG, int D, int S>() {
+    auto by_tile = [&]<int WG, int D, int S, int H = 1>() {
       if (nt == 64)
-        run_wgrf<T, 4, 64, WG, D, S>(a, x.rows, stream);
+        run_wgrf<T, 4, 64, WG, D, S, H>(a, x.rows, stream);
       else
-        run_wgrf<T, 4, 128, WG, D, S - 1>(a, x.rows, stream);
+        run_wgrf<T, 4, 128, WG, D, S - 1, H>(a, x.rows, stream);
     };
     if constexpr (std::is_same_v<T, __half>) {
       if (cfg == 1) return by_tile.template operator()<2, 4, 3>();
@@ -115,6 +115,9 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
       if (cfg == 3) return by_tile.template operator()<1, 2, 4>();
       if (cfg == 4) return by_tile.template operator()<1, 2, 3>();
       if (cfg == 5) return by_tile.template operator()<1, 4, 3>();
+      if (cfg == 6) return by_tile.template operator()<1, 4, 3, 2>();
+      if (cfg == 7) return by_tile.template operator()<2, 4, 3, 2>();
+      if (cfg == 8) return by_tile.template operator()<2, 2, 4, 2>();
     }
     by_tile.template operator()<2, 2, 4>();
   });

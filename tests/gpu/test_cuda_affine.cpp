@@ -243,7 +243,7 @@ TEST_P(CudaAffine, WgmmaRegisterFed) {
   if (bits != 4) GTEST_SKIP() << "qmm_affine_wgrf serves 4-bit codes";
   if (cuda::compute_capability() != 90) GTEST_SKIP() << "qmm_affine_wgrf needs sm_90";
   const int64_t ragged_k = group == 128 ? 4224 : 4160;
-  for (const char* cfg : {"0", "1", "2", "3", "4", "5"})
+  for (const char* cfg : {"0", "1", "2", "3", "4", "5", "6", "7", "8"})
     for (DType t : {DType::f16, DType::bf16}) {
       if (t == DType::bf16 && cfg[0] != '0') continue;
       ::setenv("QUANTA_WGRF_CONFIG", cfg, 1);
