@@ -49,9 +49,14 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     for (int64_t m : {3, 4}) EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_i8") << "M=" << m;
     for (int64_t m : {5, 8, 9, 16, 23, 24, 32})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_rf") << "M=" << m;
-    for (int64_t m : {33, 257, 511, 512, 4096})
+    // M = 33..64 on the register-fed wgmma kernel where W has >= 12288 rows.
+    for (int64_t m : {33, 48, 64})
+      EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgrf") << "M=" << m;
+    EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgrf");
+    EXPECT_EQ(pick(affine_problem(64, t, 4, 64, 5120, 14336)), "qmm_affine_wgmma");
+    EXPECT_EQ(pick(affine_problem(64, t, 4, 64, 12280, 5120)), "qmm_affine_wgmma");
+    for (int64_t m : {65, 257, 511, 512, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
-    EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgmma");
     EXPECT_EQ(pick(affine_problem(33, t, 2, 64)), "qmm_affine_wgmma");
     EXPECT_EQ(pick(affine_problem(1024, t, 8, 128)), "qmm_affine_wgmma");
     // Widths and groups without a wgmma instance, and GPUs without sm_90a code.
@@ -142,7 +147,11 @@ TEST_F(SelectCuda, RegisterFedInt4) {
       for (int64_t m : {5, 6, 8, 9, 12, 16, 17, 24, 31, 32})
         EXPECT_EQ(pick(affine_problem(m, t, 4, g)), "qmm_affine_rf") << g << " M=" << m;
       EXPECT_EQ(pick(affine_problem(4, t, 4, g)), "qmm_affine_i8") << g;
-      EXPECT_EQ(pick(affine_problem(33, t, 4, g)), g == 32 ? "qmm_affine_mma" : "qmm_affine_wgmma")
+      EXPECT_EQ(pick(affine_problem(33, t, 4, g)), "qmm_affine_wgrf") << g;
+      EXPECT_EQ(pick(affine_problem(33, t, 4, g, 5120, 14336)),
+                g == 32 ? "qmm_affine_wgrf" : "qmm_affine_wgmma")
+          << g;
+      EXPECT_EQ(pick(affine_problem(65, t, 4, g)), g == 32 ? "qmm_affine_mma" : "qmm_affine_wgmma")
           << g;
       // Before sm_80 there is no bf16 mma.sync; f32 activations take the dequantize path.
       EXPECT_NE(pick(affine_problem(16, t, 4, g, 14336, 5120, Layout::nk, 75)), "qmm_affine_rf");

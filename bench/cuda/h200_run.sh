@@ -153,8 +153,8 @@ for s in $steps; do
       echo "ncu rf stalls rc=$?"
       grep -E "stalled|inst_executed|duration|dram__|issue_active|l1tex" "$OUT/rf_stalls.log" | awk '$NF+0 > 0.05 || /inst|duration|dram|issue|l1tex/' | head -40
       ;;
-    wgrf)  # qmm_affine_wgrf: its tests (+ memcheck, racecheck), then each instance shape against
-           # qmm_affine_wgmma and cuBLAS at M = 33..256 (int4 g64 f16, three shapes)
+    wgrf)  # qmm_affine_wgrf: its tests (+ memcheck, racecheck), then the selection at M = 33..64 (4-bit,
+           # every group, cuBLAS beside) against the kernels it replaced there, forced, same run
       timeout 200 "$T" --gtest_brief=1 --gtest_filter='All/CudaAffine.WgmmaRegisterFed/*' >"$OUT/wgrf_tests.log" 2>&1
       echo "wgrf tests rc=$?"; grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/wgrf_tests.log" | head -30
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
@@ -164,16 +164,13 @@ for s in $steps; do
         --gtest_filter='All/CudaAffine.WgmmaRegisterFed/b4_g128' >>"$OUT/wgrf_sanitizer.log" 2>&1
       echo "wgrf racecheck rc=$?"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/wgrf_sanitizer.log" | sort | uniq -c
-      timeout 100 "$P" --formats affine-4b-g64 --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16,bf16 --check \
+      M=${WGRF_M:-33,48,64}
+      timeout 150 "$P" --formats affine-4b-g32,affine-4b-g64,affine-4b-g128 --m $M --dtypes f16,bf16 --check \
         2>&1 | tee "$OUT/wgrf_probe.log"
-      for c in ${WGRF_CFGS:-0 1 2 3 4 5 6 7 8}; do
-        QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
-          --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas --check 2>&1 | sed "s/^/cfg$c /"
-      done | tee -a "$OUT/wgrf_probe.log"
-      for c in ${WGRF_SPLIT1_CFGS:-}; do  # the same without K splits
-        QUANTA_WGRF_SPLITS=1 QUANTA_WGRF_CONFIG=$c timeout 100 "$P" --formats affine-4b-g64 --kernel qmm_affine_wgrf \
-          --m ${WGRF_M:-33,48,64,96,128,256} --dtypes f16 --no-cublas 2>&1 | sed "s/^/cfg${c}s1 /"
-      done | tee -a "$OUT/wgrf_probe.log"
+      timeout 100 "$P" --formats affine-4b-g64,affine-4b-g128 --kernel qmm_affine_wgmma --m $M --dtypes f16,bf16 \
+        --no-cublas 2>&1 | tee -a "$OUT/wgrf_probe.log"
+      timeout 100 "$P" --formats affine-4b-g32 --kernel qmm_affine_mma --m $M --dtypes f16,bf16 \
+        --no-cublas 2>&1 | tee -a "$OUT/wgrf_probe.log"
       ;;
     wgrfprof)  # Nsight Compute on qmm_affine_wgrf at M = 64 (14336 x 5120 f16): throughput, stalls, source
       timeout 200 ncu --clock-control none --kernel-name regex:qmm_affine_wgrf --launch-skip 3 --launch-count 1 \

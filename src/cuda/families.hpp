@@ -109,6 +109,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
 // registers into wgmma's A (register form), x as B from shared memory (a pre-pass writes its
 // swizzled image), K split over CTAs where the row tiles are few.
 std::string qmm_affine_wgrf_supports(const Problem& p);
+std::string qmm_affine_wgrf_ahead_supports(const Problem& p);  // M = 33..64, large N: selected
 void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                      MatrixView y, const Context& ctx);
 

@@ -2,7 +2,6 @@
 // pre-pass and the instances. Kernel and design: qmm_affine_wgrf.cuh.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -41,7 +40,6 @@ void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
   // K splits: as many as keep every CTA resident at once, each with >= 2D k-blocks.
   int splits = std::max(1, sms * occupancy / tiles);
   splits = std::clamp(splits, 1, std::max(1, a.kblocks / (2 * D)));
-  if (const char* e = std::getenv("QUANTA_WGRF_SPLITS")) splits = std::max(1, std::atoi(e));
   a.split = split_tile(splits, a.m, a.n, tiles, stream);
 
   const int64_t total = static_cast<int64_t>(token_tiles) * a.kblocks * NT * 16;
@@ -58,6 +56,18 @@ void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
 }
 
 }  // namespace
+
+// Where the selector takes it (qmm_affine_wgrf_ahead_supports): 4-bit, M = 33..64, and for groups
+// of 64 and 128 only where W has >= 12288 rows. H200 f16 (docs/PERF.md): 14336 x 5120 and 27648 x
+// 5120 at M = 33..64 1.03-1.13x qmm_affine_wgmma; 5120 x 14336 0.83-1.02x (40 row tiles: K split
+// three ways, the partial sums cost more than they save); M = 96..128 0.94-0.98x.
+std::string qmm_affine_wgrf_ahead_supports(const Problem& p) {
+  if (p.m < 33 || p.m > 64) return "selected at M = 33..64 only (qmm_affine_wgmma is faster above)";
+  if (p.format.group_size != 32 && p.n < 12288)
+    return "selected for groups of 64k with N >= 12288 only (H200 5120 x 14336: 0.83-1.02x "
+           "qmm_affine_wgmma)";
+  return qmm_affine_wgrf_supports(p);
+}
 
 std::string qmm_affine_wgrf_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "needs the affine format";
@@ -96,30 +106,15 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
   a.kblocks = static_cast<int32_t>((w.k + kWgrfKB - 1) / kWgrfKB);
   a.row_bytes = w.k * w.format.bits / 8;
   const cudaStream_t stream = stream_of(ctx);
-  const int nt = x.rows <= 64 ? 64 : 128;
-  // Tuning runs: QUANTA_WGRF_CONFIG picks the instance shape (f16 only).
-  const char* env = std::getenv("QUANTA_WGRF_CONFIG");
-  const int cfg = env ? std::atoi(env) : 0;
+  // One instance shape: two warpgroups (128 rows of W) share x's stages, a ring of 4 k-blocks,
+  // k-blocks in halves. H200 int4 g64 f16, 14336 x 5120 at M = 33..64 against the other shapes
+  // measured (1 or 2 warpgroups, rings of 2 or 4, 3 or 4 stages, whole or halved k-blocks):
+  // 37-41 us where the next best took 40-44 (docs/PERF.md).
   dispatch_half_dtype(x.dtype, [&]<class T>() {
-    // S stages of 64-token tiles (16 KB each); 128-token tiles take one stage fewer (32 KB
-    // each), so that two or three CTAs fit an SM's shared memory.
-    auto by_tile = [&]<int WG, int D, int S, int H = 1>() {
-      if (nt == 64)
-        run_wgrf<T, 4, 64, WG, D, S, H>(a, x.rows, stream);
-      else
-        run_wgrf<T, 4, 128, WG, D, S - 1, H>(a, x.rows, stream);
-    };
-    if constexpr (std::is_same_v<T, __half>) {
-      if (cfg == 1) return by_tile.template operator()<2, 4, 3>();
-      if (cfg == 2) return by_tile.template operator()<1, 4, 4>();
-      if (cfg == 3) return by_tile.template operator()<1, 2, 4>();
-      if (cfg == 4) return by_tile.template operator()<1, 2, 3>();
-      if (cfg == 5) return by_tile.template operator()<1, 4, 3>();
-      if (cfg == 6) return by_tile.template operator()<1, 4, 3, 2>();
-      if (cfg == 7) return by_tile.template operator()<2, 4, 3, 2>();
-      if (cfg == 8) return by_tile.template operator()<2, 2, 4, 2>();
-    }
-    by_tile.template operator()<2, 2, 4>();
+    if (x.rows <= 64)
+      run_wgrf<T, 4, 64, 2, 4, 3, 2>(a, x.rows, stream);
+    else
+      run_wgrf<T, 4, 128, 2, 4, 2, 2>(a, x.rows, stream);
   });
 }
 

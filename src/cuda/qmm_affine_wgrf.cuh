@@ -359,7 +359,8 @@ __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArg
 // Dynamic shared memory of an instance: S stages (or the f32 output tile, if larger) and the
 // slack to align them to 1024 bytes.
 template <int NT, int S, int WG>
-inline constexpr int kWgrfSmem =
-    (S * NT * 256 > NT * (64 * WG + 4) * 4 ? S * NT * 256 : NT * (64 * WG + 4) * 4) + 1024;
+inline constexpr int kWgrfSmem = (S * NT * 256 > NT * (64 * WG + 4) * 4 ? S * NT * 256
+                                                                        : NT * (64 * WG + 4) * 4) +
+                                 1024;
 
 }  // namespace quanta::cuda
