@@ -1,7 +1,6 @@
 // qmm_affine_wgrf host side: the supports rule, the grid (row tiles x token tiles x K splits), the
 // pre-pass and the instances. Kernel and design: qmm_affine_wgrf.cuh.
 #include <algorithm>
-#include <bit>
 #include <limits>
 #include <string>
 
@@ -94,15 +93,7 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
   if (!alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
     return matmul_generic(x, w, nullptr, y, ctx);
   WgrfArgs a{};
-  a.codes = reinterpret_cast<const uint8_t*>(w.codes);
-  a.x = x.data;
-  a.scales = w.scales;
-  a.biases = w.biases;
-  a.y = y.data;
-  a.m = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(w.n);
-  a.k = static_cast<int32_t>(w.k);
-  a.log2_group = std::countr_zero(static_cast<unsigned>(w.format.group_size));
+  set_affine_operands(a, x, w, y);
   a.kblocks = static_cast<int32_t>((w.k + kWgrfKB - 1) / kWgrfKB);
   a.row_bytes = w.k * w.format.bits / 8;
   const cudaStream_t stream = stream_of(ctx);
