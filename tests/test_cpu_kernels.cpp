@@ -194,10 +194,10 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   }
 }
 
-// The integer GEMVs (q2_K-q6_K, q5_1, affine 2/3/4-bit) split x into planes per block of 256 (128
-// for affine) elements, 2^e from the block's largest |x|: outliers 10^4 times the rest, a block of
-// zeros, a block of values near 2^-90 and one with a value near 10^30 must still meet the f32
-// bound; a NaN, an infinity or a block below 2^-96 make them fall back to the float kernels
+// The integer GEMVs (q2_K-q6_K, q4_1, q5_0, q5_1, affine 2/3/4-bit) split x into planes per block
+// of 256 (128 for affine) elements, 2^e from the block's largest |x|: outliers 10^4 times the rest,
+// a block of zeros, a block of values near 2^-90 and one with a value near 10^30 must still meet
+// the f32 bound; a NaN, an infinity or a block below 2^-96 make them fall back to the float kernels
 // (NaN or the exact value, not a wrong one). Runs on every level (the planes only on avx512
 // with VNNI).
 class PlaneExtremes : public ::testing::TestWithParam<Format> {};
@@ -257,7 +257,8 @@ INSTANTIATE_TEST_SUITE_P(Int8Planes, PlaneExtremes,
                                            Format::gguf(Scheme::q6_K), Format::affine(4, 32),
                                            Format::affine(4, 64), Format::affine(4, 128),
                                            Format::affine(3, 32), Format::affine(3, 128),
-                                           Format::affine(2, 64), Format::gguf(Scheme::q5_1)),
+                                           Format::affine(2, 64), Format::gguf(Scheme::q4_1),
+                                           Format::gguf(Scheme::q5_0), Format::gguf(Scheme::q5_1)),
                          [](const ::testing::TestParamInfo<Format>& i) {
                            std::string s(i.param.name());
                            for (char& ch : s)

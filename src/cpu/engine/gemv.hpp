@@ -24,10 +24,10 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// GGUF's 32-element blocks that the affine VNNI kernel serves (vnni_affine.hpp: q5_1 only, the
-// others measured slower from DRAM).
+// GGUF's 32-element blocks that the affine VNNI kernel serves (vnni_affine.hpp: q4_1, q5_0 and
+// q5_1; q4_0's float kernel is as fast).
 inline bool gguf32_int8(Scheme s) {
-  return s == Scheme::q5_1;
+  return s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1;
 }
 
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
@@ -36,10 +36,10 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, q5_1 and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1..4 on the avx512
-// level when the driver found VNNI and VBMI usable (w.int8_x, set once per call so that the prep
-// and every task agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per
-// 256-element block for the K-quants, per group otherwise) and a last entry: 1 if the planes
+// K-quants, q4_1, q5_0, q5_1 and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1..4 on the
+// avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set once per call so that the
+// prep and every task agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two
+// (per 256-element block for the K-quants, per group otherwise) and a last entry: 1 if the planes
 // were made, 0 if x could not be split (non-finite or tiny values; xp then holds x as f32 and
 // the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
@@ -408,6 +408,7 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
       return 32;
     case Scheme::q4_1:  // the min terms
     case Scheme::q5_1:
+    case Scheme::q5_0:  // the VNNI kernel's bias term, -16d per block
       return 32;
     default:
       return 0;

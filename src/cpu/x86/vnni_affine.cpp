@@ -279,10 +279,11 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
 // min m) live in the block: w = d·q + b with b = -8d (q4_0), m (q4_1), -16d (q5_0), m (q5_1).
 // Four blocks (128 weights) at a time: a two-source byte permute gathers their 64 bytes of
 // nibbles (q5: a mask from qh sets each fifth bit), word permutes their d and m.
-// Routed for q5_1 only: from DRAM (16384 x 14336) q5_1 ran 6.25-6.39 -> 4.11-4.71 ms, but q4_0
-// 3.14-3.19 -> 3.89-4.40, q4_1 4.59-4.66 -> 5.17-5.75 and q5_0 4.98-5.06 -> 6.49-7.05: the
-// gathers per four blocks cost about what q4_0's whole float kernel does, and only q5_1's float
-// kernel is slow enough to lose to it (docs/perf-cpu.md).
+// Routed for q5_1 (from DRAM, 16384 x 14336: 6.25-6.39 -> 4.11-4.71 ms) and, since the next
+// pass's rows are prefetched as one run, q4_1 and q5_0 (Zen 5 VM, Dec 3, four alternating pairs
+// from DRAM: q4_1 5.5-6.3 -> 4.7-5.4 ms, q5_0 7.4-11.9 -> 5.4-5.7; one core from L2 1.1-1.5x);
+// q4_0 keeps its float kernel (a tie from L2: the gathers per four blocks cost about what its
+// whole float kernel does) (docs/perf-cpu.md).
 template <int BYTES, int QS, int QH, int MIN, int OFF>
 struct Legacy {
   static constexpr int kBytes = BYTES;
@@ -303,8 +304,9 @@ struct Legacy {
     }
   }
 };
-using LegacyQ5_1 = Legacy<24, 8, 4, 2, 0>;  // q4_0: <18, 2, -1, -1, -8>, q4_1: <20, 4, -1, 2, 0>,
-                                            // q5_0: <22, 6, 2, -1, -16>
+using LegacyQ4_1 = Legacy<20, 4, -1, 2, 0>;
+using LegacyQ5_0 = Legacy<22, 6, 2, -1, -16>;
+using LegacyQ5_1 = Legacy<24, 8, 4, 2, 0>;
 template <class L>
 alignas(64) constexpr L kLegacy{};
 
@@ -457,7 +459,14 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
           return legacy_rows<L, 4>(w, mp, n0, n1, y, ldy);
       }
     };
-    return legacy.template operator()<LegacyQ5_1>();
+    switch (w.scheme) {
+      case Scheme::q4_1:
+        return legacy.template operator()<LegacyQ4_1>();
+      case Scheme::q5_0:
+        return legacy.template operator()<LegacyQ5_0>();
+      default:
+        return legacy.template operator()<LegacyQ5_1>();
+    }
   }
   if (w.bits == 2) return by_rows.template operator()<2>();
   if (w.bits == 3) return by_rows.template operator()<3>();
