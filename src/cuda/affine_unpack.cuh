@@ -90,6 +90,29 @@ __device__ __forceinline__ void unpack_chunk(const uint32_t (&w)[BITS], uint32_t
   for (int i = 0; i < 16; ++i) p[i] = unpack_pair<BITS>(w, i, magic_reg);
 }
 
+// Pairs [FIRST, FIRST + COUNT) of a chunk, dequantized as dequant_chunk does for the widths the
+// magic number holds (all but bf16 8-bit): HSUB2 removes the offset exactly, HFMA2 applies scale
+// and bias, rounded once to T. magic_reg: magic_register(Magic<T>::kBits2), which a caller may
+// hoist out of its loop. qmm_affine_wgrf dequantizes a chunk in two halves this way.
+template <class T, int BITS, int FIRST, int COUNT>
+__device__ __forceinline__ void dequant_pairs(const uint32_t (&w)[BITS], T s, T b,
+                                              uint32_t magic_reg, uint32_t (&a)[16]) {
+  using V = typename Vec2<T>::type;
+  static_assert(FIRST >= 0 && COUNT > 0 && FIRST + COUNT <= 16);
+  uint32_t p[COUNT];
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i) p[i] = unpack_pair<BITS>(w, FIRST + i, magic_reg);
+  const V off = Magic<T>::offset2();
+  V s2, b2;
+  s2.x = s;
+  s2.y = s;
+  b2.x = b;
+  b2.y = b;
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i)
+    a[FIRST + i] = as_u32(__hfma2(__hsub2(as_vec2<T>(p[i]), off), s2, b2));
+}
+
 // The chunk's 16 A pairs, dequantized: s·q + b rounded once to T (HSUB2 removes the magic
 // offset exactly, HFMA2 applies scale and bias).
 template <class T, int BITS>
@@ -108,16 +131,7 @@ __device__ __forceinline__ void dequant_chunk(const uint32_t (&w)[BITS], T s, T 
       a[i] = as_u32(__floats2bfloat162_rn(fmaf(lo, sf, bf), fmaf(hi, sf, bf)));
     }
   } else {
-    uint32_t p[16];
-    unpack_chunk<BITS>(w, p, Magic<T>::kBits2);
-    const V off = Magic<T>::offset2();
-    V s2, b2;
-    s2.x = s;
-    s2.y = s;
-    b2.x = b;
-    b2.y = b;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) a[i] = as_u32(__hfma2(__hsub2(as_vec2<T>(p[i]), off), s2, b2));
+    dequant_pairs<T, BITS, 0, 16>(w, s, b, magic_register(Magic<T>::kBits2), a);
   }
 }
 

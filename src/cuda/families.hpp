@@ -105,9 +105,9 @@ std::string qmm_affine_wgmma_supports(const Problem& p);
 void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                       MatrixView y, const Context& ctx);
 
-// qmm_affine_wgrf.cu: affine nk 4-bit, f16/bf16, M = 33..128, sm_90a; codes dequantized in
-// registers into wgmma's A (register form), x as B from shared memory (a pre-pass writes its
-// swizzled image), K split over CTAs where the row tiles are few.
+// qmm_affine_wgrf.cu: affine nk 4-bit, f16/bf16, sm_90a (selected at M = 33..64, any M forced);
+// codes dequantized in registers into wgmma's A (register form), x as B from shared memory (a
+// pre-pass writes its swizzled image), K split over CTAs where the row tiles are few.
 std::string qmm_affine_wgrf_supports(const Problem& p);
 std::string qmm_affine_wgrf_ahead_supports(const Problem& p);  // M = 33..64, large N: selected
 void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

@@ -15,15 +15,11 @@ namespace quanta::cuda {
 
 namespace {
 
-// One instance's shape: warpgroups per CTA (64 rows of W each), code-ring depth (k-blocks of
-// 128 codes held in registers) and x stages in shared memory.
-struct WgrfConfig {
-  int wg, depth, stages;
-};
-
-template <class T, int BITS, int NT, int WG, int D, int S, int H>
-void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
-  auto kernel = qmm_affine_wgrf_kernel<T, BITS, NT, WG, D, S, H>;
+// One instance: NT tokens a tile, WG warpgroups a CTA (64 rows of W each), a ring of D k-blocks
+// of codes in registers and S stages of x in shared memory.
+template <class T, int BITS, int NT, int WG, int D, int S>
+void run_wgrf(WgrfArgs a, cudaStream_t stream) {
+  auto kernel = qmm_affine_wgrf_kernel<T, BITS, NT, WG, D, S>;
   constexpr int kSmem = kWgrfSmem<NT, S, WG>;
   static const int occupancy = [&] {
     QUANTA_CUDA_CHECK(
@@ -34,7 +30,7 @@ void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
   }();
   static const int sms = multiprocessor_count();
   const int row_tiles = (a.n + 64 * WG - 1) / (64 * WG);
-  const int token_tiles = static_cast<int>((m + NT - 1) / NT);
+  const int token_tiles = (a.m + NT - 1) / NT;
   const int tiles = row_tiles * token_tiles;
   // K splits: as many as keep every CTA resident at once, each with >= 2D k-blocks.
   int splits = std::max(1, sms * occupancy / tiles);
@@ -56,12 +52,12 @@ void run_wgrf(WgrfArgs a, int64_t m, cudaStream_t stream) {
 
 }  // namespace
 
-// Where the selector takes it (qmm_affine_wgrf_ahead_supports): 4-bit, M = 33..64, and for groups
-// of 64 and 128 only where W has >= 12288 rows. H200 f16 (docs/PERF.md): 14336 x 5120 and 27648 x
-// 5120 at M = 33..64 1.03-1.13x qmm_affine_wgmma; 5120 x 14336 0.83-1.02x (40 row tiles: K split
-// three ways, the partial sums cost more than they save); M = 96..128 0.94-0.98x.
+// Where the selector takes it (the table entry ahead of qmm_affine_wgmma, M = 33..64): groups
+// of 32 everywhere (1.9-3.0x qmm_affine_mma), groups of 64 and 128 only where W has >= 12288 rows.
+// H200 f16/bf16 (docs/PERF.md): 14336 x 5120 and 27648 x 5120 1.01-1.24x qmm_affine_wgmma;
+// 5120 x 14336 0.83-1.02x (40 row tiles: K split three ways, the partial sums cost more than they
+// save); M = 96..128 0.94-0.98x.
 std::string qmm_affine_wgrf_ahead_supports(const Problem& p) {
-  if (p.m < 33 || p.m > 64) return "selected at M = 33..64 only (qmm_affine_wgmma is faster above)";
   if (p.format.group_size != 32 && p.n < 12288)
     return "selected for groups of 64k with N >= 12288 only (H200 5120 x 14336: 0.83-1.02x "
            "qmm_affine_wgmma)";
@@ -103,9 +99,9 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
   // 37-41 us where the next best took 40-44 (docs/PERF.md).
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     if (x.rows <= 64)
-      run_wgrf<T, 4, 64, 2, 4, 3, 2>(a, x.rows, stream);
+      run_wgrf<T, 4, 64, 2, 4, 3>(a, stream);
     else
-      run_wgrf<T, 4, 128, 2, 4, 2, 2>(a, x.rows, stream);
+      run_wgrf<T, 4, 128, 2, 4, 2>(a, stream);
   });
 }
 

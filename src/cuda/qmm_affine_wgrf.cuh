@@ -27,7 +27,7 @@
 #include <type_traits>
 
 #include "cuda/affine_simt.cuh"    // load_chunk
-#include "cuda/affine_unpack.cuh"  // dequant_chunk, pair_lo, pair_hi
+#include "cuda/affine_unpack.cuh"  // dequant_pairs, pair_lo, pair_hi
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
 #include "cuda/split_k.cuh"
@@ -93,101 +93,67 @@ __device__ __forceinline__ uint64_t wgrf_desc(uint32_t saddr) {
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
-// D (64 x N, f32) += A (64 x 16, registers) · B (16 x N, shared memory).
-__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0, uint32_t a1,
-                                                    uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+// D (64 x N, f32) += A (64 x 16, registers) · B (16 x N, shared memory): wgmma's register form,
+// f16 or bf16 operands, f32 accumulators d[0..N/2), no transposes or negations. The operand lists
+// are spelled once (QUANTA_WGRF_*); N = 64 uses the first 32 accumulators of them.
+#define QUANTA_WGRF_REGS32                                                                     \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define QUANTA_WGRF_REGS64                                                                       \
+  QUANTA_WGRF_REGS32                                                                             \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define QUANTA_WGRF_ACC8(i)                                                                   \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define QUANTA_WGRF_ACC32(i) \
+  QUANTA_WGRF_ACC8(i), QUANTA_WGRF_ACC8(i + 8), QUANTA_WGRF_ACC8(i + 16), QUANTA_WGRF_ACC8(i + 24)
+#define QUANTA_WGRF_IN "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc)
+
+template <bool F16>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint32_t a0, uint32_t a1,
+                                                uint32_t a2, uint32_t a3, uint64_t desc) {
+  if constexpr (F16)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" QUANTA_WGRF_REGS32
+                 "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+                 : QUANTA_WGRF_ACC32(0)
+                 : QUANTA_WGRF_IN);
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" QUANTA_WGRF_REGS32
+                 "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+                 : QUANTA_WGRF_ACC32(0)
+                 : QUANTA_WGRF_IN);
 }
 
-__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], uint32_t a0, uint32_t a1,
-                                                     uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
+template <bool F16>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1,
+                                                 uint32_t a2, uint32_t a3, uint64_t desc) {
+  if constexpr (F16)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" QUANTA_WGRF_REGS64
+                 "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+                 : QUANTA_WGRF_ACC32(0), QUANTA_WGRF_ACC32(32)
+                 : QUANTA_WGRF_IN);
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" QUANTA_WGRF_REGS64
+                 "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+                 : QUANTA_WGRF_ACC32(0), QUANTA_WGRF_ACC32(32)
+                 : QUANTA_WGRF_IN);
 }
-
-__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint32_t a0, uint32_t a1,
-                                                     uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
-}
-
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint32_t a0, uint32_t a1,
-                                                      uint32_t a2, uint32_t a3, uint64_t desc) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
-}
+#undef QUANTA_WGRF_REGS32
+#undef QUANTA_WGRF_REGS64
+#undef QUANTA_WGRF_ACC8
+#undef QUANTA_WGRF_ACC32
+#undef QUANTA_WGRF_IN
 
 template <class T, int NT>
 __device__ __forceinline__ void wgrf_mma(float (&d)[NT / 2], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint64_t desc) {
+  static_assert(NT == 64 || NT == 128);
   constexpr bool kF16 = std::is_same_v<T, __half>;
-  if constexpr (NT == 64) {
-    if constexpr (kF16)
-      wgmma_m64n64k16_f16(d, a0, a1, a2, a3, desc);
-    else
-      wgmma_m64n64k16_bf16(d, a0, a1, a2, a3, desc);
-  } else {
-    static_assert(NT == 128);
-    if constexpr (kF16)
-      wgmma_m64n128k16_f16(d, a0, a1, a2, a3, desc);
-    else
-      wgmma_m64n128k16_bf16(d, a0, a1, a2, a3, desc);
-  }
+  if constexpr (NT == 64)
+    wgmma_m64n64k16<kF16>(d, a0, a1, a2, a3, desc);
+  else
+    wgmma_m64n128k16<kF16>(d, a0, a1, a2, a3, desc);
 }
 
 template <int N>
@@ -198,7 +164,7 @@ __device__ __forceinline__ void wgrf_pin(float (&d)[N]) {
 
 #endif
 
-template <class T, int BITS, int NT, int WG, int D, int S, int H = 1>
+template <class T, int BITS, int NT, int WG, int D, int S>
 __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t wgrf_smem[];
@@ -265,19 +231,10 @@ __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArg
 
   // Each k-block's wgmma are waited for before the next is dequantized: overlapping them inside
   // a warpgroup (wait_group 1, two A buffers) makes ptxas serialize the wgmma (C7513: registers
-  // of a wgmma defined inside its pipeline stage), so the overlap comes from the SM's other
-  // warpgroups. H = 2 splits a k-block into halves: the second half's pairs are dequantized
-  // while the first half's four wgmma run (different registers, one accumulator chain).
+  // of a wgmma defined inside its pipeline stage). Instead a k-block goes in halves: the second
+  // half's pairs are dequantized while the first half's four wgmma run (different registers, one
+  // accumulator chain), and the SM's other warpgroups fill the rest.
   const uint32_t magic = magic_register(Magic<T>::kBits2);
-  using V2 = typename Vec2<T>::type;
-  auto dequant_half = [&](const uint32_t(&w)[BITS], T s1, T b1, uint32_t(&a)[16], int h) {
-    const V2 off = Magic<T>::offset2();
-    V2 s2, b2;
-    s2.x = s1, s2.y = s1, b2.x = b1, b2.y = b1;
-#pragma unroll
-    for (int i = 8 * h; i < 8 * h + 8; ++i)
-      a[i] = as_u32(__hfma2(__hsub2(as_vec2<T>(unpack_pair<BITS>(w, i, magic)), off), s2, b2));
-  };
   auto step = [&](int u, int it) {
     cp_async_wait<S - 2>();
     __syncthreads();  // stage it is in; every warpgroup is done with stage it - 1
@@ -285,29 +242,19 @@ __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArg
     issue_stage(it + S - 1);  // into it - 1's slot
     const uint32_t base = smem0 + static_cast<uint32_t>(it % S) * kStageBytes;
     uint32_t ag[16], ah[16];
-    if constexpr (H == 1) {
-      dequant_chunk<T, BITS>(w0[u], sb[u][0], sb[u][1], ag);
-      dequant_chunk<T, BITS>(w1[u], sb[u][2], sb[u][3], ah);
-    } else {
-      dequant_half(w0[u], sb[u][0], sb[u][1], ag, 0);
-      dequant_half(w1[u], sb[u][2], sb[u][3], ah, 0);
-    }
-    wgrf_pin(acc);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int j = 0; j < 8 / H; ++j)
-      wgrf_mma<T, NT>(acc, ag[2 * j], ah[2 * j], ag[2 * j + 1], ah[2 * j + 1],
-                      wgrf_desc(base + (j / 4) * (NT * 128) + 32 * (j % 4)));
-    if constexpr (H == 2) {
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      dequant_half(w0[u], sb[u][0], sb[u][1], ag, 1);
-      dequant_half(w1[u], sb[u][2], sb[u][3], ah, 1);
+    auto half = [&]<int H>() {  // pairs 8H..8H+7 = k16 steps 4H..4H+3 = the image's half H
+      dequant_pairs<T, BITS, 8 * H, 8>(w0[u], sb[u][0], sb[u][1], magic, ag);
+      dequant_pairs<T, BITS, 8 * H, 8>(w1[u], sb[u][2], sb[u][3], magic, ah);
+      if constexpr (H == 0) wgrf_pin(acc);
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-      for (int j = 4; j < 8; ++j)
+      for (int j = 4 * H; j < 4 * H + 4; ++j)
         wgrf_mma<T, NT>(acc, ag[2 * j], ah[2 * j], ag[2 * j + 1], ah[2 * j + 1],
-                        wgrf_desc(base + NT * 128 + 32 * (j % 4)));
-    }
+                        wgrf_desc(base + H * (NT * 128) + 32 * (j % 4)));
+    };
+    half.template operator()<0>();
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    half.template operator()<1>();
     load(u, kb0 + it + D);  // refill, D k-blocks ahead
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
