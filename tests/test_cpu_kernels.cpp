@@ -257,8 +257,9 @@ INSTANTIATE_TEST_SUITE_P(Int8Planes, PlaneExtremes,
                                            Format::gguf(Scheme::q6_K), Format::affine(4, 32),
                                            Format::affine(4, 64), Format::affine(4, 128),
                                            Format::affine(3, 32), Format::affine(3, 128),
-                                           Format::affine(2, 64), Format::gguf(Scheme::q4_1),
-                                           Format::gguf(Scheme::q5_0), Format::gguf(Scheme::q5_1)),
+                                           Format::affine(2, 64), Format::gguf(Scheme::q4_0),
+                                           Format::gguf(Scheme::q4_1), Format::gguf(Scheme::q5_0),
+                                           Format::gguf(Scheme::q5_1)),
                          [](const ::testing::TestParamInfo<Format>& i) {
                            std::string s(i.param.name());
                            for (char& ch : s)

@@ -24,10 +24,9 @@
 
 namespace quanta::cpu::QUANTA_ISA {
 
-// GGUF's 32-element blocks that the affine VNNI kernel serves (vnni_affine.hpp: q4_1, q5_0 and
-// q5_1; q4_0's float kernel is as fast).
+// GGUF's 32-element blocks, which the affine VNNI kernel serves (vnni_affine.hpp).
 inline bool gguf32_int8(Scheme s) {
-  return s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1;
+  return s == Scheme::q4_0 || s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1;
 }
 
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
@@ -36,7 +35,7 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, q4_1, q5_0, q5_1 and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1..4 on the
+// K-quants, GGUF q4_0 .. q5_1 and affine 2-, 3- and 4-bit (K a multiple of 128) at M = 1..4 on the
 // avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set once per call so that the
 // prep and every task agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two
 // (per 256-element block for the K-quants, per group otherwise) and a last entry: 1 if the planes
@@ -408,7 +407,8 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
       return 32;
     case Scheme::q4_1:  // the min terms
     case Scheme::q5_1:
-    case Scheme::q5_0:  // the VNNI kernel's bias term, -16d per block
+    case Scheme::q4_0:  // the VNNI kernel's bias terms, -8d and -16d per block
+    case Scheme::q5_0:
       return 32;
     default:
       return 0;

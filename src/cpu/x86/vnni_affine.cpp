@@ -281,9 +281,10 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
 // nibbles (q5: a mask from qh sets each fifth bit), word permutes their d and m.
 // Routed for q5_1 (from DRAM, 16384 x 14336: 6.25-6.39 -> 4.11-4.71 ms) and, since the next
 // pass's rows are prefetched as one run, q4_1 and q5_0 (Zen 5 VM, Dec 3, four alternating pairs
-// from DRAM: q4_1 5.5-6.3 -> 4.7-5.4 ms, q5_0 7.4-11.9 -> 5.4-5.7; one core from L2 1.1-1.5x);
-// q4_0 keeps its float kernel (a tie from L2: the gathers per four blocks cost about what its
-// whole float kernel does) (docs/perf-cpu.md).
+// from DRAM: q4_1 5.5-6.3 -> 4.7-5.4 ms, q5_0 7.4-11.9 -> 5.4-5.7; one core from L2 1.1-1.5x).
+// q4_0 (a tie from L2 until the bias joined the dot product and d went straight into its lanes):
+// one core from L2 19.2-19.6 -> 27.2-27.4 GB/s, from DRAM 3.76-3.80 -> 3.05-3.39 ms
+// (docs/perf-cpu.md).
 template <int BYTES, int QS, int QH, int MIN, int OFF>
 struct Legacy {
   static constexpr int kBytes = BYTES;
@@ -291,33 +292,38 @@ struct Legacy {
   static constexpr float kOff = OFF;  // b = kOff · d when there is no min
   alignas(64) uint8_t qs[64] = {};    // byte 16b + i <- block b's qs[i]
   alignas(64) uint8_t qh[64] = {};    // byte 4b + j <- block b's qh[j]
-  alignas(64) uint16_t d[32] = {};    // word b <- block b's d
-  alignas(64) uint16_t m[32] = {};
+  alignas(64) uint16_t d[32] = {};    // word t < 16 <- the d of block t / 4 (lane t's block)
+  alignas(64) uint16_t m[32] = {};    // word b <- block b's m
   constexpr Legacy() {
     for (int i = 0; i < 64; ++i) {
       qs[i] = static_cast<uint8_t>((i / 16) * BYTES + QS + i % 16);
       qh[i] = static_cast<uint8_t>(i < 16 ? (i / 4) * BYTES + (QH > 0 ? QH : 0) + i % 4 : 0);
     }
     for (int i = 0; i < 32; ++i) {
-      d[i] = static_cast<uint16_t>(i < 4 ? i * BYTES / 2 : 0);
+      d[i] = static_cast<uint16_t>(i < 16 ? (i / 4) * BYTES / 2 : 0);
       m[i] = static_cast<uint16_t>(i < 4 ? (i * BYTES + (MIN > 0 ? MIN : 0)) / 2 : 0);
     }
   }
 };
+using LegacyQ4_0 = Legacy<18, 2, -1, -1, -8>;
 using LegacyQ4_1 = Legacy<20, 4, -1, 2, 0>;
 using LegacyQ5_0 = Legacy<22, 6, 2, -1, -16>;
 using LegacyQ5_1 = Legacy<24, 8, 4, 2, 0>;
 template <class L>
 alignas(64) constexpr L kLegacy{};
 
-// R rows of W times M rows of x, as affine_pass (planes in Ctl::block32 order).
+// R rows of W times M rows of x, as affine_pass (planes in Ctl::block32 order). Lane t of a
+// block's int32 dot products belongs to GGUF block t / 4, so its d is widened straight into lane
+// t. Without a min the bias kOff·d·Σx joins the dot product before the scale, one FMA per row:
+// d·(2^e·v + kOff·Σx), kOff·Σx (made once per vector, shared by the R rows) in lanes 0, 4, 8, 12.
 template <class L, int R, int M>
 void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr const L& k = kLegacy<L>;
   constexpr int64_t kVecBytes = 4 * L::kBytes;  // <= 96: two lines, loads reach 32-56 past
   const int64_t vecs = w.k / kBlock;
-  const __m512i lane_block = _mm512_load_si512(kCtl.g32), mask4 = _mm512_set1_epi8(0x0F);
+  const __m512i mask4 = _mm512_set1_epi8(0x0F);
+  const __m512i spread = _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0);
   const uint8_t* rp[R];
   const uint8_t* np[R];
   __m512 acc[R][M], bacc[R][M];
@@ -330,7 +336,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
   for (int64_t c = 0; c < vecs; ++c) {
     const int64_t off = c * kVecBytes;
     __m512i c0[R], c1[R];
-    __m512 dv[R], bv[R];
+    __m512 dv[R], mv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* pf = seq ? seq + R * off + r * kVecBytes : np[r] + off;
@@ -351,11 +357,10 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       }
       dv[r] = _mm512_cvtph_ps(
           _mm512_castsi512_si256(_mm512_permutex2var_epi16(a, _mm512_load_si512(k.d), b)));
-      bv[r] = L::kMin ? _mm512_cvtph_ps(_mm512_castsi512_si256(
-                            _mm512_permutex2var_epi16(a, _mm512_load_si512(k.m), b)))
-                      : _mm512_mul_ps(dv[r], _mm512_set1_ps(L::kOff));
-      bv[r] = _mm512_maskz_mov_ps(0x000F, bv[r]);
-      dv[r] = _mm512_permutexvar_ps(lane_block, dv[r]);
+      if constexpr (L::kMin)
+        mv[r] = _mm512_maskz_mov_ps(0x000F,
+                                    _mm512_cvtph_ps(_mm512_castsi512_si256(
+                                        _mm512_permutex2var_epi16(a, _mm512_load_si512(k.m), b))));
     }
 #pragma GCC unroll 4
     for (int m = 0; m < M; ++m) {
@@ -364,6 +369,10 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c]);
       const __m512 xs = _mm512_maskz_loadu_ps(0x000F, mp.xs[m] + 4 * c);
+      __m512 corr = _mm512_setzero_ps();
+      if constexpr (!L::kMin)
+        corr =
+            _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0x1111, spread, xs), _mm512_set1_ps(L::kOff));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m512i t[3];
@@ -372,8 +381,12 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                                      c1[r], xv[2 * p + 1]);
         const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
             _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(t[0], 7), t[1]), 7), t[2]));
-        acc[r][m] = _mm512_fmadd_ps(_mm512_mul_ps(dv[r], p2), v, acc[r][m]);
-        bacc[r][m] = _mm512_fmadd_ps(bv[r], xs, bacc[r][m]);
+        if constexpr (L::kMin) {
+          acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_mul_ps(v, p2), acc[r][m]);
+          bacc[r][m] = _mm512_fmadd_ps(mv[r], xs, bacc[r][m]);
+        } else {
+          acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_fmadd_ps(v, p2, corr), acc[r][m]);
+        }
       }
     }
   }
@@ -460,6 +473,8 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
       }
     };
     switch (w.scheme) {
+      case Scheme::q4_0:
+        return legacy.template operator()<LegacyQ4_0>();
       case Scheme::q4_1:
         return legacy.template operator()<LegacyQ4_1>();
       case Scheme::q5_0:
