@@ -23,8 +23,13 @@ inline cudaStream_t stream_of(const Context& ctx) {
   return static_cast<cudaStream_t>(ctx.cuda_stream);
 }
 
-// Programmatic dependent launch (sm_90; no-ops before): a pre-pass releases its dependent
-// kernel at once, and the dependent waits for the pre-pass's writes before it reads them.
+// Programmatic dependent launch (sm_90; no-ops before). The pre-pass kernels and their main
+// kernels form a chain across calls: each main kernel releases at its start, so the next call's
+// pre-pass may launch behind it and waits (grid_dependency_wait) before it reads x or writes its
+// scratch; that pre-pass releases at once, so the next main kernel's CTAs land on the SMs as the
+// previous ones retire and load weights (which no kernel of the chain writes) before they
+// wait for the pre-pass. Each wait covers the whole chain behind it: a grid completes only after
+// the grids it waited for.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -52,6 +57,13 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+// A pre-pass of the chain above: launched dependent on the stream's previous kernel (a no-op
+// unless that kernel released early); it must grid_dependency_wait before it reads its inputs.
+template <class... Params, class... Args>
+cudaError_t launch_prepass(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                           Args&&... args) {
+  return launch_dependent(kernel, grid, block, 0, stream, std::forward<Args>(args)...);
 }
 
 // ---- activation element types: f32 -> float, f16 -> __half, bf16 -> __nv_bfloat16 ----------

@@ -96,6 +96,7 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * groups * Geom::kPlaneWords;
   float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * groups;
   grid_dependency_release();  // the main kernel may start loading codes now
+  grid_dependency_wait();     // x and the scratch: behind the previous kernel (common.cuh)
   const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   const bool live = t < groups * 4;
   const int grp = live ? t / 4 : 0, q = t % 4;
@@ -148,6 +149,7 @@ constexpr int xc_min_blocks() {
 template <class T, int BITS, int G, int NT>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     qmm_affine_i8_kernel(XcArgs a) {
+  grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = XcGeom<BITS, G>;
   constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs, LW = Geom::kLoadWords;
   // 3/5/6 bits, and four column tiles, unpack and refill a group at a time: all four groups
@@ -337,9 +339,11 @@ cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, bool one_wave, cuda
     warps = i8_one_wave_warps(tiles, a.k / G / 4, occ.sms, occ.blocks_per_sm, warps);
   }
   const int threads = a.k / G * 4;
-  qmm_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
-      static_cast<const T*>(a.x), a.planes, a.gx, a.k);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e =
+          launch_prepass(qmm_x_planes_kernel<T, BITS, G>, dim3((threads + 127) / 128, a.m),
+                         dim3(128), stream, static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+      e != cudaSuccess)
+    return e;
   return launch_dependent(qmm_affine_i8_kernel<T, BITS, G, NT>, dim3(static_cast<unsigned>(tiles)),
                           dim3(static_cast<unsigned>(warps * 32)),
                           static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float),

@@ -132,6 +132,7 @@ __device__ __forceinline__ uint4 rf_x_frag(const T* xr, int jp) {
 template <class T, int BITS>
 __global__ void rf_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt, int64_t total) {
   grid_dependency_release();  // the main kernel may start loading codes now
+  grid_dependency_wait();     // x and the scratch: behind the previous kernel (common.cuh)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int lane = static_cast<int>(i % 32), jp = static_cast<int>(i / 32 % 4);
@@ -149,6 +150,7 @@ __global__ void rf_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt,
 // scale and fp8's row or tensor scale applied to the f32 sums before they are stored.
 template <class T, int BITS, int MT, int D, int MINB, Scheme SCH = Scheme::affine>
 __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const TcArgs a) {
+  grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   constexpr bool kScaled = SCH != Scheme::affine;
   constexpr bool kRowScale = SCH == Scheme::fp8_e4m3 || SCH == Scheme::fp8_e5m2;
   constexpr int kSG = SCH == Scheme::nvfp4 ? 2 : 1;  // scales a chunk of 32 codes
@@ -439,9 +441,9 @@ void launch_rf(TcArgs a, dim3 grid, cudaStream_t stream) {
   const int64_t windows = 2 * static_cast<int64_t>(a.tile_stages);
   const int64_t total = windows * MT * 128;
   auto* frag = static_cast<uint4*>(stream_scratch(stream, Scratch::rf_x_frags, total * 16));
-  rf_x_frags_kernel<T, BITS><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      static_cast<const T*>(a.x), frag, a.m, a.k, MT, total);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  QUANTA_CUDA_CHECK(launch_prepass(rf_x_frags_kernel<T, BITS>,
+                                   dim3(static_cast<unsigned>((total + 255) / 256)), dim3(256),
+                                   stream, static_cast<const T*>(a.x), frag, a.m, a.k, MT, total));
   a.xfrag = frag;
   QUANTA_CUDA_CHECK(
       launch_dependent(qmm_affine_rf_kernel<T, BITS, MT, kRfDepth, kRfMinBlocks<BITS, MT>, SCH>,

@@ -39,9 +39,9 @@ void run_wgrf(WgrfArgs a, cudaStream_t stream) {
 
   const int64_t total = static_cast<int64_t>(token_tiles) * a.kblocks * NT * 16;
   auto* img = static_cast<uint4*>(stream_scratch(stream, Scratch::wgrf_x_image, total * 16));
-  wgrf_x_image_kernel<T, BITS, NT><<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      static_cast<const T*>(a.x), img, a.m, a.k, a.kblocks, total);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  QUANTA_CUDA_CHECK(launch_prepass(
+      wgrf_x_image_kernel<T, BITS, NT>, dim3(static_cast<unsigned>((total + 255) / 256)), dim3(256),
+      stream, static_cast<const T*>(a.x), img, a.m, a.k, a.kblocks, total));
   a.ximg = img;
   QUANTA_CUDA_CHECK(
       launch_dependent(kernel,

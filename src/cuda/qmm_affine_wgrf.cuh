@@ -67,6 +67,7 @@ template <class T, int BITS, int NT>
 __global__ void wgrf_x_image_kernel(const T* x, uint4* img, int m, int k, int kblocks,
                                     int64_t total) {
   grid_dependency_release();  // the main kernel may start loading codes now
+  grid_dependency_wait();     // x and the scratch: behind the previous kernel (common.cuh)
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int c16 = static_cast<int>(i % 8), r = static_cast<int>(i / 8 % NT);
@@ -167,6 +168,7 @@ __device__ __forceinline__ void wgrf_pin(float (&d)[N]) {
 template <class T, int BITS, int NT, int WG, int D, int S>
 __global__ void __launch_bounds__(128 * WG) qmm_affine_wgrf_kernel(const WgrfArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   extern __shared__ uint8_t wgrf_smem[];
   constexpr int kStageBytes = NT * 256;
   const uint32_t smem0 = (smem_addr(wgrf_smem) + 1023u) & ~1023u;

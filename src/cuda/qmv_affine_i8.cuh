@@ -124,6 +124,7 @@ __global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * k / 2;
   float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * (k / G);
   grid_dependency_release();  // the main kernel may start loading codes now
+  grid_dependency_wait();     // x and the planes: behind the previous kernel (common.cuh)
   using Geom = I8Geom<BITS, G>;
   constexpr int kPerThread = I8Unit<BITS>::kCodes;  // x elements: one unit's positions
   constexpr int kThreadsPerGroup = G / kPerThread;
@@ -279,6 +280,7 @@ inline Error i8_width_error(std::string_view kernel, int bits, int group) {
 
 template <class T, int BITS, int G, int MT>
 __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
+  grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = I8Geom<BITS, G>;
   constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::template kDepth<MT>;
   constexpr int LW = Geom::kLoadWords;
@@ -455,9 +457,11 @@ cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream
     warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, steps >= 32 ? 8 : 1);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
-  qmv_x_planes_kernel<T, BITS, G><<<dim3((threads + 127) / 128, a.m), 128, 0, stream>>>(
-      static_cast<const T*>(a.x), a.planes, a.gx, a.k);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e =
+          launch_prepass(qmv_x_planes_kernel<T, BITS, G>, dim3((threads + 127) / 128, a.m),
+                         dim3(128), stream, static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+      e != cudaSuccess)
+    return e;
   I8Args b = a;
   if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
   return launch_dependent(qmv_affine_i8_kernel<T, BITS, G, MT>, dim3(static_cast<unsigned>(tiles)),
