@@ -285,6 +285,10 @@ template <class T, Scheme S, int MR, bool kGather>
 // At most 128 registers: uncapped, the 4-rows-of-x instances took up to 196 and ran 2-2.3x slower
 // at M = 4 (one CTA of 7 warps per SM); M = 1 is within a few % either way (H200, docs/PERF.md).
 __global__ void __launch_bounds__(kMaxThreads, 2) qmv_gguf_kernel(const GgufArgs a) {
+  // Chained calls (common.cuh): the next kernel may launch now; this one loads its first
+  // segment of W before it waits for the previous kernel (gather: before it reads the ids).
+  grid_dependency_release();
+  if constexpr (kGather) grid_dependency_wait();
   using G = Gguf<S>;
   constexpr int kSegBytes = seg_bytes<S>(), kLaneWords = lane_words<S>();
   constexpr int kBufWords = 32 * kLaneWords + 1;
@@ -341,6 +345,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2) qmv_gguf_kernel(const GgufArgs
     float acc[kRows][MR] = {};
     uint32_t buf[kRows][kLaneWords];
     if (warp < segs) load(warp, buf);
+    grid_dependency_wait();  // x and y: behind the previous kernel
     for (int g = warp; g < segs; g += warps) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
@@ -439,13 +444,13 @@ void launch(const GgufArgs& a, cudaStream_t stream) {
   auto go = [&]<int MR>() {
     if constexpr (MR == 1) {
       if (a.ids) {
-        qmv_gguf_kernel<T, S, 1, true><<<grid, 32 * warps, smem, stream>>>(a);
-        QUANTA_CUDA_CHECK_LAUNCH();
+        QUANTA_CUDA_CHECK(launch_dependent(qmv_gguf_kernel<T, S, 1, true>, grid, dim3(32 * warps),
+                                           smem, stream, a));
         return;
       }
     }
-    qmv_gguf_kernel<T, S, MR, false><<<grid, 32 * warps, smem, stream>>>(a);
-    QUANTA_CUDA_CHECK_LAUNCH();
+    QUANTA_CUDA_CHECK(launch_dependent(qmv_gguf_kernel<T, S, MR, false>, grid, dim3(32 * warps),
+                                       smem, stream, a));
   };
   dispatch_value<kRowsXChoices>(mr, go);
 }
