@@ -3,6 +3,7 @@
 
 #include "core/kernel.hpp"
 #include "core/validate.hpp"
+#include "cpu/pack.hpp"
 #include "cuda/backend.hpp"
 #include "quanta/error.hpp"
 #include "quanta/ops.hpp"
@@ -49,6 +50,15 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
                                 expert_ids[m], w.batch));
   select_kernel(matmul_problem(Op::gather_matmul, x, w), ctx.kernel)
       .matmul(x, w, expert_ids, y, ctx);
+}
+
+QuantizedMatrix prepack(const QuantizedMatrix& w, const Context& ctx) {
+  constexpr std::string_view op = "prepack";
+  w.validate(op);
+  detail::check_location(w.location, Location::host, op, "w");
+  QuantizedMatrix out = w;
+  out.host_pack = cpu::pack_unsupported(w).empty() ? cpu::make_pack(w, ctx.threads) : nullptr;
+  return out;
 }
 
 bool cuda_available() {

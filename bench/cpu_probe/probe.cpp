@@ -8,11 +8,14 @@
 //   quanta_cpu_probe [--n 16384] [--k 14336] [--threads 0] [--reps 15] [--isa avx512]
 //                    [--formats affine-4b-g64,q4_0,...|all] [--gemm] [--gemm-n 4096]
 //                    [--gemm-k 14336] [--ms 1,2,4,...] [--no-gemv] [--roof-mb 512]
-//                    [--layout nk|kn] [--kernel NAME (default auto)] [--hot]
+//                    [--layout nk|kn] [--kernel NAME (default auto)] [--hot] [--prepack]
 //
 // --hot times back-to-back calls with no roof read between them: for a matrix that fits the
 // caches, the kernel's compute rate rather than its DRAM rate (the roof column is then the last
 // roof measured before the format's runs).
+// --prepack adds a row per format that quanta::prepack packs ("<format> packed"), the same
+// weights run from the pack, right after the unpacked row; with --gemm, the M sweep runs the
+// packed matrix instead.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,7 +54,8 @@ struct Options {
   std::vector<int64_t> ms = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   std::size_t roof_mb = 512;
   Layout layout = Layout::nk;
-  bool hot = false;  // no roof read between the GEMV calls
+  bool hot = false;      // no roof read between the GEMV calls
+  bool prepack = false;  // also time the prepacked matrix
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -190,7 +194,7 @@ int run(const Options& o) {
                  4.0 * N * K / 1e6, blas_s * 1e3, 4.0 * N * K / blas_s / 1e9);
     }
 #endif
-    fmt::print("{:<16} {:>5} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8}\n", "format", "bpw", "MB", "ms",
+    fmt::print("{:<21} {:>5} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8}\n", "format", "bpw", "MB", "ms",
                "GB/s", "% roof", "x sgemv", "roof");
     for (const std::string& name : o.formats) {
       std::vector<Format> fs;
@@ -204,28 +208,35 @@ int run(const Options& o) {
       }
       for (const Format& f : fs) {
         if (o.layout == Layout::kn && !f.info().kn_layout) continue;
-        const QuantizedMatrix w = random_matrix(f, N, K, o.layout);
-        const double mb = static_cast<double>(w.footprint().total()) / 1e6;
-        // Alternate the kernel with a roof run so both see the same machine (it is shared).
-        std::vector<double> ts, roofs;
-        double rg = 0;
-        for (int r = -2; r < o.reps; ++r) {
-          const auto t0 = std::chrono::steady_clock::now();
-          matmul({x.data(), DType::f32, 1, K}, w, {y.data(), DType::f32, 1, N}, ctx);
-          const double s1 =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (!o.hot || r == -2) rg = read_roof(o.roof_mb << 20, threads, 1, roof_buf).median_gbs;
-          if (r < 0) continue;
-          ts.push_back(s1);
-          roofs.push_back(rg);
+        const QuantizedMatrix plain = random_matrix(f, N, K, o.layout);
+        std::vector<std::pair<std::string, QuantizedMatrix>> runs;
+        runs.emplace_back(f.name(), plain);
+        if (o.prepack)
+          if (QuantizedMatrix packed = prepack(plain, ctx); packed.host_pack)
+            runs.emplace_back(f.name() + " packed", std::move(packed));
+        for (const auto& [label, w] : runs) {
+          const double mb = static_cast<double>(w.footprint().total()) / 1e6;
+          // Alternate the kernel with a roof run so both see the same machine (it is shared).
+          std::vector<double> ts, roofs;
+          double rg = 0;
+          for (int r = -2; r < o.reps; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            matmul({x.data(), DType::f32, 1, K}, w, {y.data(), DType::f32, 1, N}, ctx);
+            const double s1 =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (!o.hot || r == -2) rg = read_roof(o.roof_mb << 20, threads, 1, roof_buf).median_gbs;
+            if (r < 0) continue;
+            ts.push_back(s1);
+            roofs.push_back(rg);
+          }
+          std::sort(ts.begin(), ts.end());
+          std::sort(roofs.begin(), roofs.end());
+          const double s = ts[ts.size() / 2], rmed = roofs[roofs.size() / 2];
+          const double gbs = mb / 1e3 / s;
+          fmt::print("{:<21} {:>5.2f} {:>9.1f} {:>10.3f} {:>9.2f} {:>7.1f}% {:>8.1f}x {:>8.2f}\n",
+                     label, f.bits_per_weight(DType::f32), mb, s * 1e3, gbs, 100 * gbs / rmed,
+                     blas_s > 0 ? blas_s / s : 0.0, rmed);
         }
-        std::sort(ts.begin(), ts.end());
-        std::sort(roofs.begin(), roofs.end());
-        const double s = ts[ts.size() / 2], rmed = roofs[roofs.size() / 2];
-        const double gbs = mb / 1e3 / s;
-        fmt::print("{:<16} {:>5.2f} {:>9.1f} {:>10.3f} {:>9.2f} {:>7.1f}% {:>8.1f}x {:>8.2f}\n",
-                   f.name(), f.bits_per_weight(DType::f32), mb, s * 1e3, gbs, 100 * gbs / rmed,
-                   blas_s > 0 ? blas_s / s : 0.0, rmed);
       }
     }
   }
@@ -237,12 +248,14 @@ int run(const Options& o) {
       const std::optional<Format> f = parse_format(name);
       if (!f) continue;
       if (o.layout == Layout::kn && !f->info().kn_layout) continue;
-      const QuantizedMatrix w = random_matrix(*f, N, K, o.layout);
+      const QuantizedMatrix plain = random_matrix(*f, N, K, o.layout);
+      const QuantizedMatrix w = o.prepack ? prepack(plain, ctx) : plain;
       std::vector<float> wd(static_cast<std::size_t>(N * K));
       const bool nk = o.layout == Layout::nk;
       dequantize(w, {wd.data(), DType::f32, nk ? N : K, nk ? K : N});
-      fmt::print("{:<16} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8}\n", f->name(), "M", "quanta ms",
-                 "GFLOP/s", "sgemm ms", "GFLOP/s", "ratio");
+      fmt::print("{:<21} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8}\n",
+                 f->name() + (w.host_pack ? " packed" : ""), "M", "quanta ms", "GFLOP/s",
+                 "sgemm ms", "GFLOP/s", "ratio");
       for (int64_t m : o.ms) {
         std::vector<float> x = random_floats(static_cast<std::size_t>(m * K), 3);
         std::vector<float> y(static_cast<std::size_t>(m * N));
@@ -274,7 +287,7 @@ int run(const Options& o) {
 #endif
         const double flop =
             2.0 * static_cast<double>(m) * static_cast<double>(N) * static_cast<double>(K);
-        fmt::print("{:<16} {:>5} {:>10.3f} {:>10.1f} {:>10.3f} {:>10.1f} {:>7.2f}x\n", "", m,
+        fmt::print("{:<21} {:>5} {:>10.3f} {:>10.1f} {:>10.3f} {:>10.1f} {:>7.2f}x\n", "", m,
                    s * 1e3, flop / s / 1e9, bs * 1e3, bs > 0 ? flop / bs / 1e9 : 0.0,
                    bs > 0 ? bs / s : 0.0);
       }
@@ -309,6 +322,8 @@ int main(int argc, char** argv) {
       o.gemm = true;
     else if (a == "--hot")
       o.hot = true;
+    else if (a == "--prepack")
+      o.prepack = true;
     else if (a == "--no-gemv")
       o.gemv = false;
     else if (a == "--gemm-n")

@@ -27,6 +27,10 @@ constexpr std::string_view location_name(Location l) {
   return l == Location::host ? "host" : "device";
 }
 
+// A re-layout of a matrix's weights for the host backend's fastest kernels (quanta::prepack);
+// opaque, defined by the CPU backend.
+struct HostPack;
+
 // Byte counts of one matrix in a format; every product is overflow-checked.
 struct Footprint {
   std::size_t code_bytes = 0;   // packed codes (GGUF: whole blocks, scales inside)
@@ -58,11 +62,15 @@ struct QuantizedMatrix {
   std::optional<float> global_scale;
 
   std::shared_ptr<void> keepalive;  // owns the bytes when the matrix owns them
+  // Set by quanta::prepack: a second, packed copy of these weights that host matmuls read
+  // instead. It is a snapshot, used only while codes, scales, biases, shape and format are the
+  // ones it was made from (write new codes in place and prepack again).
+  std::shared_ptr<const HostPack> host_pack;
 
   // One matrix of the stack.
   Footprint footprint() const;
   std::size_t code_bytes_per_matrix() const { return footprint().code_bytes; }
-  QuantizedMatrix expert(int64_t e) const;
+  QuantizedMatrix expert(int64_t e) const;  // without the stack's host_pack
 
   // Zero-filled host storage of the right size.
   static QuantizedMatrix allocate_host(const Format& f, int64_t n, int64_t k,
@@ -79,7 +87,7 @@ struct QuantizedMatrix {
   // Checks format, shape, batch and that the buffers the format needs are not null.
   void validate(std::string_view op, std::string_view arg = "w") const;
 
-  std::string describe() const;  // "affine-4b-g64 [4096 x 4096] nk f16 host"
+  std::string describe() const;  // "affine-4b-g64 [4096 x 4096] nk host scales f16"
 };
 
 // Dense row-major activations.

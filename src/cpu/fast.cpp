@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/backend.hpp"
+#include "cpu/pack.hpp"
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
 #include "format/dense.hpp"
@@ -56,7 +57,8 @@ struct PlannedMatrix {
   std::vector<uint8_t> tail;  // padded copy of the last storage rows
 };
 
-PlannedMatrix make_plan(const QuantizedMatrix& w) {
+// w one matrix (batch 1); pack: the stack's pack (pack_of) or null, e: w's place in the stack.
+PlannedMatrix make_plan(const QuantizedMatrix& w, const HostPack* pack = nullptr, int64_t e = 0) {
   PlannedMatrix pm;
   WeightPlan& p = pm.plan;
   const Footprint fp = w.footprint();
@@ -84,6 +86,11 @@ PlannedMatrix make_plan(const QuantizedMatrix& w) {
     std::memcpy(pm.tail.data(), p.codes + p.tail_row * p.row_bytes,
                 static_cast<std::size_t>(tail_bytes));
   p.tail_codes = pm.tail.data();
+  if (pack != nullptr) {
+    p.pack = pack->data.get() + e * pack->expert_bytes;
+    p.pack_tile_bytes = pack->tile_bytes;
+    p.pack_steps = pack->steps;
+  }
   return pm;
 }
 
@@ -97,7 +104,7 @@ int workers_for(int threads, int64_t weights) {
 // 1.2-1.5x faster from L3: there they run only while the matrix fits in L3
 // (docs/perf-cpu.md).
 bool gemv_int8_pays(const WeightPlan& w) {
-  if (w.scheme != Scheme::affine || w.group != 32) return true;
+  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr) return true;
   static const int64_t l3 = [] {
     const long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? static_cast<int64_t>(v) : int64_t{8} << 20;
@@ -371,8 +378,9 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
     ybuf = std::make_unique<Buffer>(M * N);
     Y = ybuf->get();
   }
+  const HostPack* pack = pack_of(w);
   if (ids == nullptr) {
-    const PlannedMatrix pm = make_plan(w.expert(0));
+    const PlannedMatrix pm = make_plan(w.expert(0), pack, 0);
     run(kr, path, pm.plan, X, M, Y, threads);
   } else {
     // Rows grouped by expert: each expert's weights stream once for all of its rows.
@@ -386,7 +394,7 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(xe.get() + i * K, X + r[static_cast<std::size_t>(i)] * K,
                     static_cast<std::size_t>(K) * sizeof(float));
-      const PlannedMatrix pm = make_plan(w.expert(e));
+      const PlannedMatrix pm = make_plan(w.expert(e), pack, e);
       run(kr, path, pm.plan, xe.get(), me, ye.get(), threads);
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(Y + r[static_cast<std::size_t>(i)] * N, ye.get() + i * N,

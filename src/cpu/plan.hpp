@@ -38,6 +38,11 @@ struct WeightPlan {
   // M = 1 GEMV only, decided once per call (vnni_active()): the K-quants and affine 2/3/4-bit take
   // x as integer planes (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
   bool int8_x = false;
+  // The rows as quanta::prepack packed them (cpu/pack.hpp), or null: with int8_x, the affine
+  // GEMV at M = 1..4 reads these instead of codes, scales and biases.
+  const uint8_t* pack = nullptr;
+  int64_t pack_tile_bytes = 0;  // four rows
+  int pack_steps = 0;           // blocks of 128 weights per full chunk
 };
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].

@@ -42,6 +42,7 @@ QuantizedMatrix copy_matrix(const QuantizedMatrix& w, Location to, const Context
   const std::size_t total = fp.total() * b;
   QuantizedMatrix m = w;
   m.location = to;
+  m.host_pack = nullptr;
   std::byte* base = nullptr;
   if (to == Location::device) {
     auto buf = std::make_shared<DeviceBuffer>(total);

@@ -83,6 +83,7 @@ QuantizedMatrix QuantizedMatrix::expert(int64_t e) const {
   const Footprint fp = footprint();
   QuantizedMatrix m = *this;
   m.batch = 1;
+  m.host_pack = nullptr;  // packs the whole stack
   const auto off = static_cast<std::size_t>(e);
   m.codes = codes ? codes + off * fp.code_bytes : nullptr;
   m.scales = scales ? scales + off * fp.scale_bytes : nullptr;
@@ -176,6 +177,7 @@ std::string QuantizedMatrix::describe() const {
                               location_name(location));
   if (format.scheme == Scheme::affine) s += fmt::format(" scales {}", dtype_name(scale_dtype));
   if (batch > 1) s += fmt::format(" x{} experts", batch);
+  if (host_pack) s += " packed";
   return s;
 }
 

@@ -475,6 +475,7 @@ inline void gemv_int8_rows(const WeightPlan& w, const float* const* xp, const fl
     mp.xs[i] = xs[i];
     mp.pow2[i] = xs[i] + w.k / gemv_xs_elems(w);
   }
+  if (w.pack != nullptr) return vnni::affine_packed_multi(w, mp, n0, n1, y, ldy);
   if (int8_affine_kernel(w)) return vnni::affine_gemv_multi(w, mp, n0, n1, y, ldy);
   vnni::gemv_multi(w, mp, n0, n1, y, ldy);
 }

@@ -275,6 +275,111 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   });
 }
 
+// One tile of the pack (four rows of W, layout in cpu/pack.hpp) times M rows of x, into
+// out[m][r]. Per chunk: each row's scales times x's per-group 2^e go to a stack buffer, and its
+// biases times the group sums of x join the accumulators' lanes at once (they are summed in the
+// end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
+// the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
+// over the chunk's steps: one stream per thread, in address order.
+template <int BITS, int G, int M>
+void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
+                 float (&out)[M][kRows]) {
+  constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
+  constexpr int64_t kCode = 16 * BITS;  // one row's block of 128 codes, as stored
+  constexpr int kGpv = static_cast<int>(kBlock / G);
+  const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
+  const int64_t steps = w.k / kBlock;
+  const __m512i lane_group =
+      G == 128 ? _mm512_setzero_si512() : _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  alignas(64) float sc[R][M][16];
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int64_t s0 = 0; s0 < steps; s0 += w.pack_steps) {
+    const int ns = static_cast<int>(steps - s0 < w.pack_steps ? steps - s0 : w.pack_steps);
+    const int cnt = ns * kGpv;  // groups per row in this chunk (<= 16)
+    const int64_t code_bytes = R * ns * kCode;
+    const int64_t bytes = (code_bytes + 2 * R * cnt * sz + 63) / 64 * 64;
+    const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1u);
+    const uint8_t* sp = p + code_bytes;
+    const uint8_t* bp = sp + R * cnt * sz;
+    const int64_t g0 = s0 * kGpv;
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = load_sd(sp + r * cnt * sz, w.scale_dtype, cnt);
+      const __m512 b = load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
+      for (int m = 0; m < M; ++m) {
+        _mm512_store_ps(sc[r][m], _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0)));
+        acc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0), acc[r][m]);
+      }
+    }
+    const uint8_t* pf_end = pf + bytes;
+    const int64_t per_step = (bytes / 64 + ns - 1) / ns;
+    for (int s = 0; s < ns; ++s) {
+      for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch(pf);
+      const __m512i idx = _mm512_add_epi32(lane_group, _mm512_set1_epi32(s * kGpv));
+      const uint8_t* cp = p + s * R * kCode;
+      auto planes = [&](int m, __m512i(&xv)[6]) {
+        const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
+        for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+      };
+      auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
+        __m512i a[3];
+        for (int q = 0; q < 3; ++q)
+          a[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * q]), c1,
+                                     xv[2 * q + 1]);
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+        acc[r][m] =
+            _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m])), v, acc[r][m]);
+      };
+      if constexpr (M == 1) {
+        __m512i xv[6];
+        planes(0, xv);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          __m512i c0, c1;
+          load_codes<BITS>(cp + r * kCode, c0, c1);
+          dot(r, 0, c0, c1, xv);
+        }
+      } else {
+        // Each row's codes unpacked once for the M rows of x, whose planes come from L1 again
+        // per row of W (the accumulators of 4 x M then stay in registers).
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          __m512i c0, c1;
+          load_codes<BITS>(cp + r * kCode, c0, c1);
+#pragma GCC unroll 4
+          for (int m = 0; m < M; ++m) {
+            __m512i xv[6];
+            planes(m, xv);
+            dot(r, m, c0, c1, xv);
+          }
+        }
+      }
+    }
+    p += bytes;
+    pf = pf_end;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]);
+}
+
+template <int BITS, int G, int M>
+void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  const int64_t tiles = (w.n + kRows - 1) / kRows;
+  for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
+    const uint8_t* p = w.pack + t * w.pack_tile_bytes;
+    float out[M][kRows];
+    packed_tile<BITS, G, M>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t n = t * kRows + r;
+      if (n < n0 || n >= n1) continue;
+      for (int m = 0; m < M; ++m) y[m * ldy + n] = out[m][r];
+    }
+  }
+}
+
 // GGUF's 32-element blocks with 4- or 5-bit codes, as affine groups of 32 whose scale d (and
 // min m) live in the block: w = d·q + b with b = -8d (q4_0), m (q4_1), -16d (q5_0), m (q5_1).
 // Four blocks (128 weights) at a time: a two-source byte permute gathers their 64 bytes of
@@ -486,6 +591,35 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
   if (w.bits == 2) return by_rows.template operator()<2>();
   if (w.bits == 3) return by_rows.template operator()<3>();
   return by_rows.template operator()<4>();
+}
+
+void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
+                         float* y, int64_t ldy) {
+  auto by_rows = [&]<int BITS, int G>() {
+    switch (mp.m) {
+      case 1:
+        return packed_rows<BITS, G, 1>(w, mp, n0, n1, y, ldy);
+      case 2:
+        return packed_rows<BITS, G, 2>(w, mp, n0, n1, y, ldy);
+      case 3:
+        return packed_rows<BITS, G, 3>(w, mp, n0, n1, y, ldy);
+      default:
+        return packed_rows<BITS, G, 4>(w, mp, n0, n1, y, ldy);
+    }
+  };
+  auto by_group = [&]<int BITS>() {
+    switch (w.group) {
+      case 32:
+        return by_rows.template operator()<BITS, 32>();
+      case 64:
+        return by_rows.template operator()<BITS, 64>();
+      default:
+        return by_rows.template operator()<BITS, 128>();
+    }
+  };
+  if (w.bits == 2) return by_group.template operator()<2>();
+  if (w.bits == 3) return by_group.template operator()<3>();
+  by_group.template operator()<4>();
 }
 
 }  // namespace quanta::cpu::vnni

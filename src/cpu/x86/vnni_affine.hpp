@@ -40,4 +40,9 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);
 
+// The same from the rows quanta::prepack packed (w.pack, layout in cpu/pack.hpp): each four rows
+// one run of bytes in address order, the next four prefetched a chunk ahead.
+void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
+                         float* y, int64_t ldy);
+
 }  // namespace quanta::cpu::vnni

@@ -1,0 +1,60 @@
+// quanta::prepack on the host: affine 2-, 3- and 4-bit W [N, K] re-laid out so the VNNI GEMV
+// (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
+//
+// The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
+// rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
+// the DRAM roof on the 2-core VM where q4_0 (one stream per row, its scale inside each block)
+// reaches 87-92% (docs/perf-cpu.md); packed, 4-bit g64 read 1.1-1.3x faster, 90-93% of the roof
+// in the VM's 40-45 GB/s phases. The pack puts everything a pass reads in address order:
+//
+//   tile t = rows 4t .. 4t + 3 (rows past N are zero), K in steps of 128 weights, steps grouped
+//   in chunks of `steps` = 16 groups per row (the kernel converts a row's 16 scales at once):
+//     chunk = [codes: step s, row r at (4s + r)·16·bits bytes, each row's block exactly as stored]
+//             [scales: row r's ns·(128/G) entries, in the scale dtype, rows one after another]
+//             [biases: likewise]
+//             [zeros up to a multiple of 64 bytes]
+//   ns = the chunk's steps (the last chunk may hold fewer); tiles follow one another, then
+//   kRowOverread bytes of zeros (the 2/3-bit loads read past a block).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "quanta/matrix.hpp"
+
+namespace quanta {
+
+// The packed copy (one per expert, back to back) and what it was made from: a matrix whose
+// buffers, shape or format differ does not use it.
+struct HostPack {
+  const std::byte* codes = nullptr;
+  const std::byte* scales = nullptr;
+  const std::byte* biases = nullptr;
+  Format format{};
+  DType scale_dtype = DType::f16;
+  int64_t n = 0, k = 0, batch = 0;
+  int steps = 0;             // blocks of 128 weights per full chunk
+  int64_t tile_bytes = 0;    // bytes per four rows
+  int64_t expert_bytes = 0;  // bytes per matrix of the stack
+  std::shared_ptr<uint8_t[]> data;
+};
+
+}  // namespace quanta
+
+namespace quanta::cpu {
+
+inline constexpr int64_t kPackRows = 4;     // rows of W per tile
+inline constexpr int64_t kPackBlock = 128;  // weights per step along K
+
+// Why w has no packed kernel ("" when it has one): the format, the layout, K, or this CPU.
+std::string pack_unsupported(const QuantizedMatrix& w);
+
+// The pack of a host matrix w for which pack_unsupported(w) is "" (threads as Context::threads).
+std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads);
+
+// The packed bytes of expert e of w, or null when w carries no pack or one made from another
+// matrix.
+const HostPack* pack_of(const QuantizedMatrix& w);
+
+}  // namespace quanta::cpu

@@ -1,0 +1,205 @@
+// quanta::prepack on the host: the packed affine GEMV (M = 1..4) against the fp64 oracle for
+// every width, group and scale dtype it takes, ragged N and K in whole and partial chunks; that
+// the pack is what the kernel reads (the original buffers scribbled over after packing); that a
+// pack made from other buffers is ignored; and the formats, layouts and machines without a
+// packed kernel. Outputs are poisoned first.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/isa.hpp"
+#include "quanta/error.hpp"
+#include "quanta/ops.hpp"
+#include "quanta/reference.hpp"
+#include "test_util.hpp"
+
+namespace quanta {
+namespace {
+
+using cpu::Isa;
+
+bool vnni_here() {
+  return cpu::vnni_active();
+}
+
+std::string kernel_for(int64_t m) {
+  return m <= 4 ? "qmv_fused_" + std::string(cpu::isa_name(cpu::active_isa())) : "auto";
+}
+
+// y = x · Wᵀ through `kernel`, y poisoned first; the rel-L2 comparison with `want`.
+ref::Comparison run(const test::Dense& x, const QuantizedMatrix& w, const std::vector<double>& want,
+                    const std::string& kernel, int threads = 0) {
+  test::Dense y(x.dtype, x.rows, w.n);
+  y.poison();
+  Context ctx;
+  ctx.kernel = kernel;
+  ctx.threads = threads;
+  matmul(x.view(), w, y.mut(), ctx);
+  return ref::compare(y.view(), want, x.dtype);
+}
+
+TEST(CpuPrepack, MatchesOracle) {
+  // K = 1280: 10 steps of 128, so chunks of 2 and 4 steps end in a partial one; K = 384: 3.
+  for (int bits : {2, 3, 4})
+    for (int group : {32, 64, 128})
+      for (DType t : {DType::f32, DType::f16, DType::bf16})
+        for (int64_t k : {1280, 384}) {
+          const Format f = Format::affine(bits, group);
+          const int64_t n = 37;
+          const QuantizedMatrix w = test::host_weights(f, t, n, k, Layout::nk, 5);
+          const QuantizedMatrix p = prepack(w);
+          EXPECT_EQ(p.host_pack != nullptr, vnni_here()) << f.name();
+          EXPECT_EQ(p.codes, w.codes);  // the original buffers are shared
+          for (int64_t m : {1, 2, 3, 4, 5}) {
+            const test::Dense x = test::random_dense(t, m, k, 60 + static_cast<uint32_t>(m));
+            const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(m));
+            EXPECT_TRUE(cmp.pass) << f.name() << " " << dtype_name(t) << " K=" << k << " M=" << m
+                                  << ": rel_l2 " << cmp.rel_l2 << ", non-finite " << cmp.nonfinite;
+          }
+        }
+}
+
+// After packing, the original codes and scales are overwritten: a kernel that reads the pack
+// still gives the old product, one that read the originals would not.
+TEST(CpuPrepack, KernelReadsThePack) {
+  if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
+  const int64_t n = 70, k = 2048;
+  for (int bits : {2, 3, 4}) {
+    const Format f = Format::affine(bits, 64);
+    QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 9);
+    const QuantizedMatrix p = prepack(w);
+    ASSERT_TRUE(p.host_pack);
+    std::vector<test::Dense> xs;
+    std::vector<std::vector<double>> want;
+    for (int64_t m : {1, 2, 4}) {
+      xs.push_back(test::random_dense(DType::f32, m, k, 80 + static_cast<uint32_t>(m)));
+      want.push_back(ref::matmul(xs.back().view(), w));
+    }
+    const Footprint fp = w.footprint();
+    std::memset(w.codes, 0x5A, fp.code_bytes);
+    std::memset(w.scales, 0x11, fp.scale_bytes);
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      for (int threads : {1, 2}) {
+        const ref::Comparison cmp = run(xs[i], p, want[i], kernel_for(xs[i].rows), threads);
+        EXPECT_TRUE(cmp.pass) << f.name() << " M=" << xs[i].rows << " threads=" << threads
+                              << ": rel_l2 " << cmp.rel_l2;
+      }
+  }
+}
+
+// A pack describes the buffers it was made from: on a copy of the matrix pointing at other
+// codes, or on one expert's view of a packed stack, the kernels read the matrix itself.
+TEST(CpuPrepack, PackOfOtherBuffersIsIgnored) {
+  const Format f = Format::affine(4, 64);
+  const int64_t n = 33, k = 1024;
+  const QuantizedMatrix a = test::host_weights(f, DType::f32, n, k, Layout::nk, 1);
+  const QuantizedMatrix b = test::host_weights(f, DType::f32, n, k, Layout::nk, 2);
+  QuantizedMatrix mixed = prepack(a);
+  mixed.codes = b.codes;
+  mixed.scales = b.scales;
+  mixed.biases = b.biases;
+  const test::Dense x = test::random_dense(DType::f32, 1, k, 3);
+  const ref::Comparison cmp = run(x, mixed, ref::matmul(x.view(), b), kernel_for(1));
+  EXPECT_TRUE(cmp.pass) << "rel_l2 " << cmp.rel_l2;
+
+  const QuantizedMatrix stack = prepack(test::host_weights(f, DType::f32, n, k, Layout::nk, 4, 3));
+  EXPECT_EQ(stack.host_pack != nullptr, vnni_here());
+  EXPECT_FALSE(stack.expert(1).host_pack);
+}
+
+// A packed stack of experts serves gather_matmul (each expert's rows: 1..4, the packed kernel).
+TEST(CpuPrepack, GatherMatmulOnPackedStack) {
+  const int64_t e = 3, n = 41, k = 768;
+  for (int bits : {3, 4}) {
+    const QuantizedMatrix stack =
+        prepack(test::host_weights(Format::affine(bits, 32), DType::f16, n, k, Layout::nk, 12, e));
+    for (int64_t m : {1, 5, 9}) {
+      const test::Dense x = test::random_dense(DType::f16, m, k, 40 + static_cast<uint32_t>(m));
+      std::vector<int32_t> ids(static_cast<std::size_t>(m));
+      for (int64_t i = 0; i < m; ++i)
+        ids[static_cast<std::size_t>(i)] = static_cast<int32_t>((i * 2 + 1) % e);
+      test::Dense y(DType::f16, m, n);
+      y.poison();
+      gather_matmul(x.view(), stack, ids.data(), y.mut());
+      const ref::Comparison cmp =
+          ref::compare(y.view(), ref::gather_matmul(x.view(), stack, ids), DType::f16);
+      EXPECT_TRUE(cmp.pass) << bits << "-bit M=" << m << " rel_l2 " << cmp.rel_l2;
+    }
+  }
+}
+
+// Activations the planes cannot hold (a NaN, a block below 2^-96) send the call to the float
+// kernel on the original buffers; outliers stay on the pack and within the bound.
+TEST(CpuPrepack, ActivationExtremes) {
+  const Format f = Format::affine(4, 64);
+  const int64_t n = 37, k = 1024;
+  const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 21);
+  const QuantizedMatrix p = prepack(w);
+  test::Dense x = test::random_dense(DType::f32, 1, k, 22);
+  x.set(5, 3.0e4f);
+  for (int64_t i = 256; i < 384; ++i) x.set(i, x.at(i) * 0x1p-110f);
+  ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(1));
+  EXPECT_TRUE(cmp.pass) << "rel_l2 " << cmp.rel_l2;
+  x.set(700, std::nanf(""));
+  test::Dense y(DType::f32, 1, n);
+  y.poison();
+  matmul(x.view(), p, y.mut());
+  for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(std::isnan(y.at(i))) << "n = " << i;
+}
+
+// Formats, layouts and shapes without a packed kernel come back without a pack (and still
+// multiply correctly); below the avx512 level no pack is made.
+TEST(CpuPrepack, WithoutPackedKernel) {
+  struct Shape {
+    Format f;
+    Layout layout;
+    int64_t k;
+  };
+  const Shape shapes[] = {{Format::gguf(Scheme::q4_0), Layout::nk, 1024},
+                          {Format::affine(8, 64), Layout::nk, 1024},
+                          {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
+                          {Format::affine(4, 64), Layout::kn, 1024},
+                          {Format::mxfp4(), Layout::nk, 1024}};
+  for (const Shape& s : shapes) {
+    const QuantizedMatrix w = test::host_weights(s.f, DType::f32, 40, s.k, s.layout, 31);
+    const QuantizedMatrix p = prepack(w);
+    EXPECT_FALSE(p.host_pack) << s.f.name();
+    const test::Dense x = test::random_dense(DType::f32, 2, s.k, 32);
+    const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), "auto");
+    EXPECT_TRUE(cmp.pass) << s.f.name() << " rel_l2 " << cmp.rel_l2;
+  }
+  const QuantizedMatrix w =
+      test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 33);
+  {
+    const cpu::ScopedIsa scoped(Isa::avx2);
+    EXPECT_FALSE(prepack(w).host_pack);
+  }
+  // Made at avx512, then run with the level capped: the float kernels read the originals.
+  const QuantizedMatrix p = prepack(w);
+  const test::Dense x = test::random_dense(DType::f32, 1, 256, 34);
+  for (Isa isa : {Isa::scalar, Isa::avx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::ScopedIsa scoped(isa);
+    const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(1));
+    EXPECT_TRUE(cmp.pass) << cpu::isa_name(isa) << " rel_l2 " << cmp.rel_l2;
+  }
+}
+
+TEST(CpuPrepack, DeviceMatrixIsRefused) {
+  QuantizedMatrix w = test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 35);
+  w.location = Location::device;
+  test::expect_error([&] { (void)prepack(w); }, "[quanta::prepack] w: buffer is in device memory");
+}
+
+TEST(CpuPrepack, DescribeSaysPacked) {
+  const QuantizedMatrix p =
+      prepack(test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 36));
+  EXPECT_EQ(p.describe().ends_with(" packed"), p.host_pack != nullptr) << p.describe();
+}
+
+}  // namespace
+}  // namespace quanta
