@@ -263,7 +263,11 @@ class CpuDevice final : public Device {
   void download(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
-  QuantizedMatrix place(const QuantizedMatrix& host) override { return clone_host(host); }
+  // Weights as a host user keeps them: packed once where the CPU has a packed kernel
+  // (quanta::prepack; affine 2/3/4-bit at M = 1..4), so the rows time and check that path.
+  QuantizedMatrix place(const QuantizedMatrix& host) override {
+    return prepack(clone_host(host), context());
+  }
 
   Samples time(const std::function<void(int)>& launch, int copies, const TimingPolicy& p) override {
     int i = 0;
