@@ -1,5 +1,6 @@
-// quanta::prepack on the host: the packed affine GEMV (M = 1..4) against the fp64 oracle for
-// every width, group and scale dtype it takes, ragged N and K in whole and partial chunks; that
+// quanta::prepack on the host: the packed GEMV (M = 1..4) against the fp64 oracle for every
+// affine width, group and scale dtype it takes and for q4_1, ragged N and K in whole and partial
+// chunks; that
 // the pack is what the kernel reads (the original buffers scribbled over after packing); that a
 // pack made from other buffers is ignored; and the formats, layouts and machines without a
 // packed kernel. Outputs are poisoned first.
@@ -61,6 +62,33 @@ TEST(CpuPrepack, MatchesOracle) {
                                   << ": rel_l2 " << cmp.rel_l2 << ", non-finite " << cmp.nonfinite;
           }
         }
+}
+
+// GGUF q4_1 packs as affine 4-bit g32 with f16 scales d and biases m.
+TEST(CpuPrepack, Q4_1MatchesOracle) {
+  for (int64_t k : {1280, 384}) {
+    const int64_t n = 39;
+    QuantizedMatrix w =
+        test::host_weights(Format::gguf(Scheme::q4_1), DType::f32, n, k, Layout::nk, 7);
+    const QuantizedMatrix p = prepack(w);
+    EXPECT_EQ(p.host_pack != nullptr, vnni_here());
+    std::vector<test::Dense> xs;
+    std::vector<std::vector<double>> want;
+    for (int64_t m : {1, 2, 3, 4, 5}) {
+      xs.push_back(test::random_dense(DType::f32, m, k, 70 + static_cast<uint32_t>(m)));
+      want.push_back(ref::matmul(xs.back().view(), w));
+    }
+    // M = 5 takes the tiled path, which reads the original blocks: checked before they are
+    // overwritten; then M = 1..4 must still be right, from the pack alone.
+    const ref::Comparison tiled = run(xs[4], p, want[4], "auto");
+    EXPECT_TRUE(tiled.pass) << "K=" << k << " M=5: rel_l2 " << tiled.rel_l2;
+    if (p.host_pack) std::memset(w.codes, 0x77, w.footprint().code_bytes);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const ref::Comparison cmp = run(xs[i], p, want[i], kernel_for(xs[i].rows));
+      EXPECT_TRUE(cmp.pass) << "K=" << k << " M=" << xs[i].rows << ": rel_l2 " << cmp.rel_l2
+                            << ", non-finite " << cmp.nonfinite;
+    }
+  }
 }
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack

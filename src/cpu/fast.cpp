@@ -90,6 +90,7 @@ PlannedMatrix make_plan(const QuantizedMatrix& w, const HostPack* pack = nullptr
     p.pack = pack->data.get() + e * pack->expert_bytes;
     p.pack_tile_bytes = pack->tile_bytes;
     p.pack_steps = pack->steps;
+    p.scale_dtype = pack->pack_dtype;  // q4_1's d and m (f16) as the pack's scales and biases
   }
   return pm;
 }

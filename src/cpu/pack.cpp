@@ -22,16 +22,45 @@ int64_t round_up(int64_t v, int64_t m) {
 int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   const int64_t code = kPackRows * ns * 16 * p.format.bits;
   const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) *
-                     static_cast<int64_t>(dtype_size(p.scale_dtype));
+                     static_cast<int64_t>(dtype_size(p.pack_dtype));
   return round_up(code + 2 * sd, 64);
+}
+
+// One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
+// (affine) scales and biases in the pack's dtype.
+struct StepSource {
+  const uint8_t* codes;   // the row's codes (affine) or blocks (q4_1)
+  const uint8_t* scales;  // affine: the row's scales and biases
+  const uint8_t* biases;
+};
+void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, uint8_t* code_out,
+               uint8_t* scale_out, uint8_t* bias_out) {
+  if (w.format.scheme == Scheme::q4_1) {
+    // Four blocks of [d f16][m f16][16 bytes of nibbles]: w = d·q + m is affine with scale d and
+    // bias m; the 16 bytes (element i low, i + 16 high) are already in the order the planes of x
+    // take for GGUF blocks (vnni_affine.cpp, Ctl::block32), so they are copied as they are.
+    for (int b = 0; b < 4; ++b) {
+      const uint8_t* blk = src.codes + (4 * step + b) * 20;
+      std::memcpy(code_out + 16 * b, blk + 4, 16);
+      std::memcpy(scale_out + 2 * b, blk, 2);
+      std::memcpy(bias_out + 2 * b, blk + 2, 2);
+    }
+    return;
+  }
+  const int64_t block_code = 16 * w.format.bits, gpv = kPackBlock / w.format.group_size;
+  const int64_t sz = static_cast<int64_t>(dtype_size(w.scale_dtype));
+  std::memcpy(code_out, src.codes + step * block_code, static_cast<std::size_t>(block_code));
+  std::memcpy(scale_out, src.scales + step * gpv * sz, static_cast<std::size_t>(gpv * sz));
+  std::memcpy(bias_out, src.biases + step * gpv * sz, static_cast<std::size_t>(gpv * sz));
 }
 
 }  // namespace
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
-  if (f.scheme != Scheme::affine || (f.bits != 2 && f.bits != 3 && f.bits != 4))
-    return fmt::format("{} has no packed kernel (affine 2-, 3- and 4-bit do)", f.name());
+  const bool affine = f.scheme == Scheme::affine && (f.bits == 2 || f.bits == 3 || f.bits == 4);
+  if (!affine && f.scheme != Scheme::q4_1)
+    return fmt::format("{} has no packed kernel (affine 2-, 3- and 4-bit and q4_1 do)", f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
@@ -49,7 +78,10 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
+  const bool q4_1 = w.format.scheme == Scheme::q4_1;
+  p->pack_dtype = q4_1 ? DType::f16 : w.scale_dtype;
   const int64_t gpv = kPackBlock / w.format.group_size;
+  const int64_t sz = static_cast<int64_t>(dtype_size(p->pack_dtype));
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
   p->steps = static_cast<int>(16 / gpv);
@@ -65,33 +97,28 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   std::memset(p->data.get() + p->expert_bytes * w.batch, 0, kRowOverread);
 
   const Footprint fp = w.footprint();
-  const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;  // 16·bits per step
+  const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;
   const int64_t block_code = 16 * w.format.bits, groups = w.k / w.format.group_size;
-  const auto* codes = reinterpret_cast<const uint8_t*>(w.codes);
-  const auto* scales = reinterpret_cast<const uint8_t*>(w.scales);
-  const auto* biases = reinterpret_cast<const uint8_t*>(w.biases);
-  const int64_t jobs = w.batch * tiles;
-  parallel_for(jobs, resolve_threads(threads), [&](int64_t j, int) {
+  const int64_t wsz = static_cast<int64_t>(dtype_size(w.scale_dtype));  // affine's own
+  parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
     const int64_t e = j / tiles, t = j % tiles;
     uint8_t* out = p->data.get() + e * p->expert_bytes + t * p->tile_bytes;
-    const uint8_t* ec = codes + e * static_cast<int64_t>(fp.code_bytes);
-    const uint8_t* es = scales + e * static_cast<int64_t>(fp.scale_bytes);
-    const uint8_t* eb = biases + e * static_cast<int64_t>(fp.bias_bytes);
+    const QuantizedMatrix one = w.expert(e);
+    const auto* ec = reinterpret_cast<const uint8_t*>(one.codes);
+    const auto* es = reinterpret_cast<const uint8_t*>(one.scales);  // null for q4_1
+    const auto* eb = reinterpret_cast<const uint8_t*>(one.biases);
     for (int64_t s0 = 0; s0 < steps; s0 += p->steps) {
       const int64_t ns = std::min<int64_t>(p->steps, steps - s0), bytes = chunk_bytes(*p, ns);
-      std::memset(out, 0, static_cast<std::size_t>(bytes));
+      std::memset(out, 0, static_cast<std::size_t>(bytes));  // rows past N, and the padding
       uint8_t* sd_out = out + kPackRows * ns * block_code;
-      const int64_t run = ns * gpv * static_cast<int64_t>(dtype_size(w.scale_dtype));  // one row's scale bytes in this chunk
-      for (int64_t r = 0; r < kPackRows; ++r) {
+      const int64_t run = ns * gpv * sz;  // one row's scale bytes in this chunk
+      for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
-        if (row >= w.n) break;  // zero rows: zero codes, scales and biases
+        const StepSource src{ec + row * row_code, q4_1 ? nullptr : es + row * groups * wsz,
+                             q4_1 ? nullptr : eb + row * groups * wsz};
         for (int64_t s = 0; s < ns; ++s)
-          std::memcpy(out + (kPackRows * s + r) * block_code,
-                      ec + row * row_code + (s0 + s) * block_code,
-                      static_cast<std::size_t>(block_code));
-        const int64_t src = (row * groups + s0 * gpv) * (run / (ns * gpv));
-        std::memcpy(sd_out + r * run, es + src, static_cast<std::size_t>(run));
-        std::memcpy(sd_out + (kPackRows + r) * run, eb + src, static_cast<std::size_t>(run));
+          copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
+                    sd_out + r * run + s * gpv * sz, sd_out + (kPackRows + r) * run + s * gpv * sz);
       }
       out += bytes;
     }

@@ -1,5 +1,5 @@
-// quanta::prepack on the host: affine 2-, 3- and 4-bit W [N, K] re-laid out so the VNNI GEMV
-// (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
+// quanta::prepack on the host: affine 2-, 3- and 4-bit and GGUF q4_1 W [N, K] re-laid out so the
+// VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -15,6 +15,11 @@
 //             [zeros up to a multiple of 64 bytes]
 //   ns = the chunk's steps (the last chunk may hold fewer); tiles follow one another, then
 //   kRowOverread bytes of zeros (the 2/3-bit loads read past a block).
+//
+// GGUF q4_1 (w = d·q + m per block of 32) packs as affine 4-bit g32 with f16 scales d and
+// biases m: the same bytes per weight, and its own VNNI kernel (four row streams of 20-byte
+// blocks) read 54-72% of the roof in some of the VM's phases where affine-4b-g32, with more
+// bytes, read faster (docs/perf-cpu.md).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,8 @@ struct HostPack {
   const std::byte* scales = nullptr;
   const std::byte* biases = nullptr;
   Format format{};
-  DType scale_dtype = DType::f16;
+  DType scale_dtype = DType::f16;  // the matrix's
+  DType pack_dtype = DType::f16;   // of the scales and biases in the pack
   int64_t n = 0, k = 0, batch = 0;
   int steps = 0;             // blocks of 128 weights per full chunk
   int64_t tile_bytes = 0;    // bytes per four rows
