@@ -1,6 +1,6 @@
 // quanta::prepack on the host: the packed GEMV (M = 1..4) against the fp64 oracle for every
-// affine width, group and scale dtype it takes and for q4_1, ragged N and K in whole and partial
-// chunks; that
+// affine width, group and scale dtype it takes and for q4_1 and mxfp4, ragged N and K in whole and
+// partial chunks; that
 // the pack is what the kernel reads (the original buffers scribbled over after packing); that a
 // pack made from other buffers is ignored; and the formats, layouts and machines without a
 // packed kernel. Outputs are poisoned first.
@@ -64,31 +64,73 @@ TEST(CpuPrepack, MatchesOracle) {
         }
 }
 
-// GGUF q4_1 packs as affine 4-bit g32 with f16 scales d and biases m.
-TEST(CpuPrepack, Q4_1MatchesOracle) {
-  for (int64_t k : {1280, 384}) {
-    const int64_t n = 39;
-    QuantizedMatrix w =
-        test::host_weights(Format::gguf(Scheme::q4_1), DType::f32, n, k, Layout::nk, 7);
-    const QuantizedMatrix p = prepack(w);
-    EXPECT_EQ(p.host_pack != nullptr, vnni_here());
-    std::vector<test::Dense> xs;
-    std::vector<std::vector<double>> want;
-    for (int64_t m : {1, 2, 3, 4, 5}) {
-      xs.push_back(test::random_dense(DType::f32, m, k, 70 + static_cast<uint32_t>(m)));
-      want.push_back(ref::matmul(xs.back().view(), w));
+// GGUF q4_1 packs as affine 4-bit g32 with f16 scales d and biases m, mxfp4 as affine with codes
+// 2v + 12, bf16 scales 2^(E - 128) and biases -12 times them.
+TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
+  for (const Format& f : {Format::gguf(Scheme::q4_1), Format::mxfp4()})
+    for (int64_t k : {1280, 384}) {
+      const int64_t n = 39;
+      QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 7);
+      const QuantizedMatrix p = prepack(w);
+      EXPECT_EQ(p.host_pack != nullptr, vnni_here()) << f.name();
+      std::vector<test::Dense> xs;
+      std::vector<std::vector<double>> want;
+      for (int64_t m : {1, 2, 3, 4, 5}) {
+        xs.push_back(test::random_dense(DType::f32, m, k, 70 + static_cast<uint32_t>(m)));
+        want.push_back(ref::matmul(xs.back().view(), w));
+      }
+      // M = 5 takes the tiled path, which reads the original buffers: checked before they are
+      // overwritten; then M = 1..4 must still be right, from the pack alone.
+      const ref::Comparison tiled = run(xs[4], p, want[4], "auto");
+      EXPECT_TRUE(tiled.pass) << f.name() << " K=" << k << " M=5: rel_l2 " << tiled.rel_l2;
+      const Footprint fp = w.footprint();
+      if (p.host_pack) {
+        std::memset(w.codes, 0x77, fp.code_bytes);
+        if (fp.scale_bytes) std::memset(w.scales, 0x70, fp.scale_bytes);
+      }
+      for (std::size_t i = 0; i < 4; ++i) {
+        const ref::Comparison cmp = run(xs[i], p, want[i], kernel_for(xs[i].rows));
+        EXPECT_TRUE(cmp.pass) << f.name() << " K=" << k << " M=" << xs[i].rows << ": rel_l2 "
+                              << cmp.rel_l2 << ", non-finite " << cmp.nonfinite;
+      }
     }
-    // M = 5 takes the tiled path, which reads the original blocks: checked before they are
-    // overwritten; then M = 1..4 must still be right, from the pack alone.
-    const ref::Comparison tiled = run(xs[4], p, want[4], "auto");
-    EXPECT_TRUE(tiled.pass) << "K=" << k << " M=5: rel_l2 " << tiled.rel_l2;
-    if (p.host_pack) std::memset(w.codes, 0x77, w.footprint().code_bytes);
-    for (std::size_t i = 0; i < 4; ++i) {
-      const ref::Comparison cmp = run(xs[i], p, want[i], kernel_for(xs[i].rows));
-      EXPECT_TRUE(cmp.pass) << "K=" << k << " M=" << xs[i].rows << ": rel_l2 " << cmp.rel_l2
-                            << ", non-finite " << cmp.nonfinite;
-    }
+}
+
+// mxfp4 scales at the ends of E8M0: 2^-127 and 2^-126 (subnormal in the pack's bf16 and in f32
+// after the factor 1/2) are exact; a NaN scale (255) makes its rows NaN as the float kernel does;
+// 2^126 and 2^127 (253, 254) would overflow the packed bias, so such a matrix is not packed.
+TEST(CpuPrepack, MxFp4ScaleExtremes) {
+  const int64_t n = 12, k = 256;
+  QuantizedMatrix w = test::host_weights(Format::mxfp4(), DType::f32, n, k, Layout::nk, 9);
+  auto* sc = reinterpret_cast<uint8_t*>(w.scales);
+  const int64_t groups = k / 32;
+  for (int64_t g = 0; g < groups; ++g) sc[0 * groups + g] = static_cast<uint8_t>(g % 2);  // row 0
+  sc[1 * groups + 3] = 255;                                                               // row 1
+  const QuantizedMatrix p = prepack(w);
+  ASSERT_EQ(p.host_pack != nullptr, vnni_here());
+  test::Dense x = test::random_dense(DType::f32, 1, k, 10);
+  for (int64_t i = 0; i < k; ++i) x.set(i, x.at(i) * 0x1p100f);  // row 0 back to a normal range
+  test::Dense y(DType::f32, 1, n);
+  y.poison();
+  const std::string kernel = kernel_for(1);
+  Context ctx;
+  ctx.kernel = kernel;
+  matmul(x.view(), p, y.mut(), ctx);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  EXPECT_TRUE(std::isnan(y.at(1)));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 1) continue;
+    ASSERT_TRUE(std::isfinite(y.at(i))) << "n = " << i;
+    const double d = y.at(i) - want[static_cast<std::size_t>(i)];
+    num += d * d;
+    den += want[static_cast<std::size_t>(i)] * want[static_cast<std::size_t>(i)];
   }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  sc[5 * groups] = 254;
+  EXPECT_FALSE(prepack(w).host_pack);
+  sc[5 * groups] = 253;
+  EXPECT_FALSE(prepack(w).host_pack);
 }
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack
@@ -191,7 +233,7 @@ TEST(CpuPrepack, WithoutPackedKernel) {
                           {Format::affine(8, 64), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
                           {Format::affine(4, 64), Layout::kn, 1024},
-                          {Format::mxfp4(), Layout::nk, 1024}};
+                          {Format::nvfp4(), Layout::nk, 1024}};
   for (const Shape& s : shapes) {
     const QuantizedMatrix w = test::host_weights(s.f, DType::f32, 40, s.k, s.layout, 31);
     const QuantizedMatrix p = prepack(w);

@@ -23,7 +23,15 @@ int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   const int64_t code = kPackRows * ns * 16 * p.format.bits;
   const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) *
                      static_cast<int64_t>(dtype_size(p.pack_dtype));
-  return round_up(code + 2 * sd, 64);
+  const int64_t runs = p.format.scheme == Scheme::mxfp4 ? 1 : 2;  // mxfp4: scales only
+  return round_up(code + runs * sd, 64);
+}
+
+// E8M0 byte E -> 2^(E - 128) as bf16 bits (exact: subnormal for E = 0, 1; NaN for 255).
+uint16_t e8m0_half_bf16(uint8_t e) {
+  if (e == 255) return 0x7FC0;
+  if (e >= 2) return static_cast<uint16_t>((e - 1) << 7);
+  return e == 1 ? 0x0040 : 0x0020;
 }
 
 // One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
@@ -35,6 +43,14 @@ struct StepSource {
 };
 void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, uint8_t* code_out,
                uint8_t* scale_out, uint8_t* bias_out) {
+  if (w.format.scheme == Scheme::mxfp4) {
+    std::memcpy(code_out, src.codes + step * 64, 64);
+    for (int g = 0; g < 4; ++g) {
+      const uint16_t h = e8m0_half_bf16(src.scales[4 * step + g]);
+      std::memcpy(scale_out + 2 * g, &h, 2);
+    }
+    return;
+  }
   if (w.format.scheme == Scheme::q4_1) {
     // Four blocks of [d f16][m f16][16 bytes of nibbles]: w = d·q + m is affine with scale d and
     // bias m; the 16 bytes (element i low, i + 16 high) are already in the order the planes of x
@@ -59,12 +75,22 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
   const bool affine = f.scheme == Scheme::affine && (f.bits == 2 || f.bits == 3 || f.bits == 4);
-  if (!affine && f.scheme != Scheme::q4_1)
-    return fmt::format("{} has no packed kernel (affine 2-, 3- and 4-bit and q4_1 do)", f.name());
+  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4)
+    return fmt::format("{} has no packed kernel (affine 2-, 3- and 4-bit, q4_1, mxfp4 do)",
+                       f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
   if (!vnni_active()) return "this CPU level has no VNNI kernel (needs AVX512-VNNI and VBMI)";
+  if (f.scheme == Scheme::mxfp4) {
+    // The packed kernel's bias, -12 · 2^(E - 128), overflows f32 from E = 253.
+    const auto* sc = reinterpret_cast<const uint8_t*>(w.scales);
+    const std::size_t count = w.footprint().scale_bytes * static_cast<std::size_t>(w.batch);
+    for (std::size_t i = 0; i < count; ++i)
+      if (sc[i] == 253 || sc[i] == 254)
+        return fmt::format("scale {} is 2^{} (E8M0 {}): the packed kernel takes up to 2^124", i,
+                           sc[i] - 127, sc[i]);
+  }
   return {};
 }
 
@@ -78,8 +104,8 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  const bool q4_1 = w.format.scheme == Scheme::q4_1;
-  p->pack_dtype = q4_1 ? DType::f16 : w.scale_dtype;
+  const bool q4_1 = w.format.scheme == Scheme::q4_1, mxfp4 = w.format.scheme == Scheme::mxfp4;
+  p->pack_dtype = q4_1 ? DType::f16 : mxfp4 ? DType::bf16 : w.scale_dtype;
   const int64_t gpv = kPackBlock / w.format.group_size;
   const int64_t sz = static_cast<int64_t>(dtype_size(p->pack_dtype));
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
@@ -99,7 +125,8 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   const Footprint fp = w.footprint();
   const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;
   const int64_t block_code = 16 * w.format.bits, groups = w.k / w.format.group_size;
-  const int64_t wsz = static_cast<int64_t>(dtype_size(w.scale_dtype));  // affine's own
+  // The matrix's own scale entries: E8M0 bytes (mxfp4) or scale_dtype (affine).
+  const int64_t wsz = mxfp4 ? 1 : static_cast<int64_t>(dtype_size(w.scale_dtype));
   parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
     const int64_t e = j / tiles, t = j % tiles;
     uint8_t* out = p->data.get() + e * p->expert_bytes + t * p->tile_bytes;
@@ -115,10 +142,11 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
         const StepSource src{ec + row * row_code, q4_1 ? nullptr : es + row * groups * wsz,
-                             q4_1 ? nullptr : eb + row * groups * wsz};
+                             q4_1 || mxfp4 ? nullptr : eb + row * groups * wsz};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
-                    sd_out + r * run + s * gpv * sz, sd_out + (kPackRows + r) * run + s * gpv * sz);
+                    sd_out + r * run + s * gpv * sz,
+                    mxfp4 ? nullptr : sd_out + (kPackRows + r) * run + s * gpv * sz);
       }
       out += bytes;
     }

@@ -1,5 +1,5 @@
-// quanta::prepack on the host: affine 2-, 3- and 4-bit and GGUF q4_1 W [N, K] re-laid out so the
-// VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
+// quanta::prepack on the host: affine 2-, 3- and 4-bit, GGUF q4_1 and mxfp4 W [N, K] re-laid out so
+// the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -20,6 +20,10 @@
 // biases m: the same bytes per weight, and its own VNNI kernel (four row streams of 20-byte
 // blocks) read 54-72% of the roof in some of the VM's phases where affine-4b-g32, with more
 // bytes, read faster (docs/perf-cpu.md).
+//
+// mxfp4 (w = 2^(E - 127)·v, v an E2M1 value) is affine with codes u = 2v + 12 (0..24: the kernel
+// maps each nibble by a byte shuffle), scale 2^(E - 128) and bias -12 times the scale: its chunks
+// hold the codes as stored and the scales as bf16 (exact), no biases.
 #pragma once
 
 #include <cstdint>

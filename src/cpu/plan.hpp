@@ -43,6 +43,9 @@ struct WeightPlan {
   const uint8_t* pack = nullptr;
   int64_t pack_tile_bytes = 0;  // four rows
   int pack_steps = 0;           // blocks of 128 weights per full chunk
+  // mxfp4 packed: codes are E2M1 (the kernel maps each to 2·value + 12, 0..24), chunks hold
+  // only the scales 2^(E - 128) (scale_dtype bf16), each group's bias is -12 times its scale.
+  bool pack_e2m1 = false;
 };
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].

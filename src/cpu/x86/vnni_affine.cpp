@@ -281,7 +281,14 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
 // end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
 // the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
 // over the chunk's steps: one stream per thread, in address order.
-template <int BITS, int G, int M>
+// E2M1 code -> 2·value + 12 (u8, 0..24), in every 16-byte lane for a byte shuffle: mxfp4 as
+// affine with scale 2^(E - 128) and bias -12·scale.
+alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
+    20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
+    8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
+
+template <int BITS, int G, int M, bool kE2M1>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
@@ -299,14 +306,16 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const int ns = static_cast<int>(steps - s0 < w.pack_steps ? steps - s0 : w.pack_steps);
     const int cnt = ns * kGpv;  // groups per row in this chunk (<= 16)
     const int64_t code_bytes = R * ns * kCode;
-    const int64_t bytes = (code_bytes + 2 * R * cnt * sz + 63) / 64 * 64;
+    constexpr int kRuns = kE2M1 ? 1 : 2;  // scales (and biases)
+    const int64_t bytes = (code_bytes + kRuns * R * cnt * sz + 63) / 64 * 64;
     const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1u);
     const uint8_t* sp = p + code_bytes;
     const uint8_t* bp = sp + R * cnt * sz;
     const int64_t g0 = s0 * kGpv;
     for (int r = 0; r < R; ++r) {
       const __m512 s = load_sd(sp + r * cnt * sz, w.scale_dtype, cnt);
-      const __m512 b = load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
+      const __m512 b = kE2M1 ? _mm512_mul_ps(s, _mm512_set1_ps(-12.0f))
+                             : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
         _mm512_store_ps(sc[r][m], _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0)));
         acc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0), acc[r][m]);
@@ -318,6 +327,14 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch(pf);
       const __m512i idx = _mm512_add_epi32(lane_group, _mm512_set1_epi32(s * kGpv));
       const uint8_t* cp = p + s * R * kCode;
+      auto codes = [&](const uint8_t* c, __m512i& c0, __m512i& c1) {
+        load_codes<BITS>(c, c0, c1);
+        if constexpr (kE2M1) {
+          const __m512i lut = _mm512_load_si512(kE2M1Unsigned);
+          c0 = _mm512_shuffle_epi8(lut, c0);
+          c1 = _mm512_shuffle_epi8(lut, c1);
+        }
+      };
       auto planes = [&](int m, __m512i(&xv)[6]) {
         const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
         for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
@@ -338,7 +355,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           __m512i c0, c1;
-          load_codes<BITS>(cp + r * kCode, c0, c1);
+          codes(cp + r * kCode, c0, c1);
           dot(r, 0, c0, c1, xv);
         }
       } else {
@@ -347,7 +364,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           __m512i c0, c1;
-          load_codes<BITS>(cp + r * kCode, c0, c1);
+          codes(cp + r * kCode, c0, c1);
 #pragma GCC unroll 4
           for (int m = 0; m < M; ++m) {
             __m512i xv[6];
@@ -364,14 +381,14 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]);
 }
 
-template <int BITS, int G, int M>
+template <int BITS, int G, int M, bool kE2M1 = false>
 void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<BITS, G, M>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
+    packed_tile<BITS, G, M, kE2M1>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
       if (n < n0 || n >= n1) continue;
@@ -514,9 +531,8 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   // Nothing is written to the planes until every block is usable (the caller keeps xp as f32).
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
-  const uint8_t(*order)[64] = w.scheme != Scheme::affine ? kCtl.block32
-                              : w.bits == 4              ? kCtl.nibble
-                                                         : kCtl.chunk;
+  const bool mlx = w.scheme == Scheme::affine || w.scheme == Scheme::mxfp4;  // MLX's code order
+  const uint8_t(*order)[64] = !mlx ? kCtl.block32 : w.bits == 4 ? kCtl.nibble : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -595,6 +611,18 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
+  if (w.pack_e2m1) {
+    switch (mp.m) {
+      case 1:
+        return packed_rows<4, 32, 1, true>(w, mp, n0, n1, y, ldy);
+      case 2:
+        return packed_rows<4, 32, 2, true>(w, mp, n0, n1, y, ldy);
+      case 3:
+        return packed_rows<4, 32, 3, true>(w, mp, n0, n1, y, ldy);
+      default:
+        return packed_rows<4, 32, 4, true>(w, mp, n0, n1, y, ldy);
+    }
+  }
   auto by_rows = [&]<int BITS, int G>() {
     switch (mp.m) {
       case 1:
