@@ -1,6 +1,6 @@
 // quanta::prepack on the host: the packed GEMV (M = 1..4) against the fp64 oracle for every
-// affine width, group and scale dtype it takes and for q4_1 and mxfp4, ragged N and K in whole and
-// partial chunks; that
+// affine width, group and scale dtype it takes and for q4_1, mxfp4 and nvfp4, ragged N and K in
+// whole and partial chunks; that
 // the pack is what the kernel reads (the original buffers scribbled over after packing); that a
 // pack made from other buffers is ignored; and the formats, layouts and machines without a
 // packed kernel. Outputs are poisoned first.
@@ -65,12 +65,22 @@ TEST(CpuPrepack, MatchesOracle) {
 }
 
 // GGUF q4_1 packs as affine 4-bit g32 with f16 scales d and biases m, mxfp4 as affine with codes
-// 2v + 12, bf16 scales 2^(E - 128) and biases -12 times them.
+// 2v + 12, bf16 scales 2^(E - 128) and biases -12 times them, nvfp4 the same with its E4M3 scale
+// bytes (half their value) in groups of 16 and its tensor scale at the end.
 TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
-  for (const Format& f : {Format::gguf(Scheme::q4_1), Format::mxfp4()})
+  struct Case {
+    Format f;
+    uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
+  };
+  for (const Case& c : {Case{Format::gguf(Scheme::q4_1), 7}, Case{Format::mxfp4(), 7},
+                        Case{Format::nvfp4(), 7}, Case{Format::nvfp4(), 8}})
     for (int64_t k : {1280, 384}) {
+      const Format& f = c.f;
       const int64_t n = 39;
-      QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 7);
+      QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, c.seed);
+      if (c.seed % 2 && f.scheme == Scheme::nvfp4) {
+        EXPECT_TRUE(w.global_scale.has_value());
+      }
       const QuantizedMatrix p = prepack(w);
       EXPECT_EQ(p.host_pack != nullptr, vnni_here()) << f.name();
       std::vector<test::Dense> xs;
@@ -131,6 +141,44 @@ TEST(CpuPrepack, MxFp4ScaleExtremes) {
   EXPECT_FALSE(prepack(w).host_pack);
   sc[5 * groups] = 253;
   EXPECT_FALSE(prepack(w).host_pack);
+}
+
+// nvfp4 scale bytes the kernel converts arithmetically: E4M3 subnormals (1..7), a negative scale,
+// the largest (448) and NaN (0x7F, whose row must be NaN).
+TEST(CpuPrepack, NvFp4ScaleExtremes) {
+  const int64_t n = 12, k = 256;
+  QuantizedMatrix w = test::host_weights(Format::nvfp4(), DType::f32, n, k, Layout::nk, 8);
+  auto* sc = reinterpret_cast<uint8_t*>(w.scales);
+  const int64_t groups = k / 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    sc[0 * groups + g] = static_cast<uint8_t>(1 + g % 7);  // subnormal: m·2^-9
+    sc[2 * groups + g] = static_cast<uint8_t>(0x80 | sc[2 * groups + g]);
+  }
+  sc[1 * groups + 5] = 0x7F;
+  sc[3 * groups + 2] = 0x7E;  // 448
+  const QuantizedMatrix p = prepack(w);
+  ASSERT_EQ(p.host_pack != nullptr, vnni_here());
+  const test::Dense x = test::random_dense(DType::f32, 1, k, 11);
+  test::Dense y(DType::f32, 1, n);
+  y.poison();
+  const std::string kernel = kernel_for(1);
+  Context ctx;
+  ctx.kernel = kernel;
+  matmul(x.view(), p, y.mut(), ctx);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  EXPECT_TRUE(std::isnan(y.at(1)));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 1) continue;
+    ASSERT_TRUE(std::isfinite(y.at(i))) << "n = " << i;
+    const double d = y.at(i) - want[static_cast<std::size_t>(i)];
+    num += d * d;
+    den += want[static_cast<std::size_t>(i)] * want[static_cast<std::size_t>(i)];
+    if (i == 0) {  // the subnormal-scale row on its own
+      EXPECT_NEAR(y.at(0), want[0], 1e-5 * std::fabs(want[0]) + 1e-30);
+    }
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
 }
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack
@@ -233,7 +281,7 @@ TEST(CpuPrepack, WithoutPackedKernel) {
                           {Format::affine(8, 64), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
                           {Format::affine(4, 64), Layout::kn, 1024},
-                          {Format::nvfp4(), Layout::nk, 1024}};
+                          {Format::mxfp8(), Layout::nk, 1024}};
   for (const Shape& s : shapes) {
     const QuantizedMatrix w = test::host_weights(s.f, DType::f32, 40, s.k, s.layout, 31);
     const QuantizedMatrix p = prepack(w);

@@ -21,9 +21,12 @@ int64_t round_up(int64_t v, int64_t m) {
 // Bytes of a chunk of ns steps.
 int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   const int64_t code = kPackRows * ns * 16 * p.format.bits;
-  const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) *
-                     static_cast<int64_t>(dtype_size(p.pack_dtype));
-  const int64_t runs = p.format.scheme == Scheme::mxfp4 ? 1 : 2;  // mxfp4: scales only
+  const bool fp4 = p.format.scheme == Scheme::mxfp4 || p.format.scheme == Scheme::nvfp4;
+  const int64_t entry = p.format.scheme == Scheme::nvfp4
+                            ? 1  // E4M3 bytes
+                            : static_cast<int64_t>(dtype_size(p.pack_dtype));
+  const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) * entry;
+  const int64_t runs = fp4 ? 1 : 2;  // mxfp4, nvfp4: scales only
   return round_up(code + runs * sd, 64);
 }
 
@@ -43,6 +46,11 @@ struct StepSource {
 };
 void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, uint8_t* code_out,
                uint8_t* scale_out, uint8_t* bias_out) {
+  if (w.format.scheme == Scheme::nvfp4) {  // codes as stored, the 8 E4M3 scale bytes as stored
+    std::memcpy(code_out, src.codes + step * 64, 64);
+    std::memcpy(scale_out, src.scales + 8 * step, 8);
+    return;
+  }
   if (w.format.scheme == Scheme::mxfp4) {
     std::memcpy(code_out, src.codes + step * 64, 64);
     for (int g = 0; g < 4; ++g) {
@@ -75,9 +83,9 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
   const bool affine = f.scheme == Scheme::affine && (f.bits == 2 || f.bits == 3 || f.bits == 4);
-  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4)
-    return fmt::format("{} has no packed kernel (affine 2-, 3- and 4-bit, q4_1, mxfp4 do)",
-                       f.name());
+  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
+    return fmt::format(
+        "{} has no packed kernel (affine 2-, 3- and 4-bit, q4_1, mxfp4 and nvfp4 do)", f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
@@ -104,10 +112,14 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  const bool q4_1 = w.format.scheme == Scheme::q4_1, mxfp4 = w.format.scheme == Scheme::mxfp4;
-  p->pack_dtype = q4_1 ? DType::f16 : mxfp4 ? DType::bf16 : w.scale_dtype;
+  const bool q4_1 = w.format.scheme == Scheme::q4_1;
+  // mxfp4 and nvfp4: scales only, one byte each in the matrix; in the pack bf16 (mxfp4) or the
+  // E4M3 bytes themselves (nvfp4).
+  const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
+  const bool nvfp4 = w.format.scheme == Scheme::nvfp4;
+  p->pack_dtype = q4_1 ? DType::f16 : fp4 ? DType::bf16 : w.scale_dtype;
   const int64_t gpv = kPackBlock / w.format.group_size;
-  const int64_t sz = static_cast<int64_t>(dtype_size(p->pack_dtype));
+  const int64_t sz = nvfp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
   p->steps = static_cast<int>(16 / gpv);
@@ -125,8 +137,8 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   const Footprint fp = w.footprint();
   const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;
   const int64_t block_code = 16 * w.format.bits, groups = w.k / w.format.group_size;
-  // The matrix's own scale entries: E8M0 bytes (mxfp4) or scale_dtype (affine).
-  const int64_t wsz = mxfp4 ? 1 : static_cast<int64_t>(dtype_size(w.scale_dtype));
+  // The matrix's own scale entries: E8M0 / E4M3 bytes or scale_dtype (affine).
+  const int64_t wsz = fp4 ? 1 : static_cast<int64_t>(dtype_size(w.scale_dtype));
   parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
     const int64_t e = j / tiles, t = j % tiles;
     uint8_t* out = p->data.get() + e * p->expert_bytes + t * p->tile_bytes;
@@ -142,11 +154,11 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
         const StepSource src{ec + row * row_code, q4_1 ? nullptr : es + row * groups * wsz,
-                             q4_1 || mxfp4 ? nullptr : eb + row * groups * wsz};
+                             q4_1 || fp4 ? nullptr : eb + row * groups * wsz};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
                     sd_out + r * run + s * gpv * sz,
-                    mxfp4 ? nullptr : sd_out + (kPackRows + r) * run + s * gpv * sz);
+                    fp4 ? nullptr : sd_out + (kPackRows + r) * run + s * gpv * sz);
       }
       out += bytes;
     }

@@ -46,6 +46,9 @@ struct WeightPlan {
   // mxfp4 packed: codes are E2M1 (the kernel maps each to 2·value + 12, 0..24), chunks hold
   // only the scales 2^(E - 128) (scale_dtype bf16), each group's bias is -12 times its scale.
   bool pack_e2m1 = false;
+  // nvfp4 packed: as mxfp4, but the chunks hold the E4M3 scale bytes (the kernel takes half their
+  // value) and the sum is multiplied by `global` at the end.
+  bool pack_e4m3 = false;
 };
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].

@@ -31,16 +31,17 @@ inline bool gguf32_int8(Scheme s) {
 
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
 inline bool int8_affine_kernel(const WeightPlan& w) {
-  return w.scheme == Scheme::affine || gguf32_int8(w.scheme) || w.scheme == Scheme::mxfp4;
+  return w.scheme == Scheme::affine || gguf32_int8(w.scheme) || w.scheme == Scheme::mxfp4 ||
+         w.scheme == Scheme::nvfp4;
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, GGUF q4_0 .. q5_1, affine 2-, 3- and 4-bit and prepacked mxfp4 (K a multiple of 128) at
-// M = 1..4 on the avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set once per
-// call so that the prep and every task agree). xs then holds, after its sums, gemv_int8_pow2_count
-// powers of two (per 256-element block for the K-quants, per group otherwise) and a last entry: 1
-// if the planes were made, 0 if x could not be split (non-finite or tiny values; xp then holds x as
-// f32 and the float kernel runs).
+// K-quants, GGUF q4_0 .. q5_1, affine 2-, 3- and 4-bit and prepacked mxfp4 / nvfp4 (K a multiple of
+// 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI usable (w.int8_x, set
+// once per call so that the prep and every task agree). xs then holds, after its sums,
+// gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group otherwise)
+// and a last entry: 1 if the planes were made, 0 if x could not be split (non-finite or tiny
+// values; xp then holds x as f32 and the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
@@ -48,7 +49,8 @@ inline bool gemv_int8_x(const WeightPlan& w) {
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
             w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
             (((w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4)) ||
-              gguf32_int8(w.scheme) || (w.scheme == Scheme::mxfp4 && w.pack != nullptr)) &&
+              gguf32_int8(w.scheme) ||
+              ((w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4) && w.pack != nullptr)) &&
              w.k % vnni::kAffineBlock == 0));
 #endif
   return false;
@@ -399,7 +401,8 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
     case Scheme::affine:
       return w.group;
     case Scheme::mxfp4:  // packed: the VNNI kernel's bias terms, -12·scale per group
-      return w.pack != nullptr ? 32 : 0;
+    case Scheme::nvfp4:
+      return w.pack != nullptr ? w.group : 0;
     case Scheme::q2_K:
     case Scheme::q3_K:
     case Scheme::q6_K:

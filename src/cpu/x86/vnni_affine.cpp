@@ -28,7 +28,8 @@ struct Ctl {
   // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
   // low nibbles of block b's 16 bytes, then their high nibbles).
   alignas(64) uint8_t block32[2][64] = {};
-  alignas(64) int32_t g32[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
+  alignas(64) int32_t g16[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
+  alignas(64) int32_t g32[16] = {};
   alignas(64) int32_t g64[16] = {};
   constexpr Ctl() {
     for (int v = 0; v < 2; ++v)
@@ -38,6 +39,7 @@ struct Ctl {
         block32[v][i] = static_cast<uint8_t>(32 * (i / 16) + 16 * v + i % 16);
       }
     for (int t = 0; t < 16; ++t) {
+      g16[t] = t / 2;
       g32[t] = t / 4;
       g64[t] = t / 8;
     }
@@ -288,16 +290,35 @@ alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
     20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
     8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
-template <int BITS, int G, int M, bool kE2M1>
+template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
   constexpr int64_t kCode = 16 * BITS;  // one row's block of 128 codes, as stored
   constexpr int kGpv = static_cast<int>(kBlock / G);
-  const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
+  const int sz = kE4M3 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const int64_t steps = w.k / kBlock;
-  const __m512i lane_group =
-      G == 128 ? _mm512_setzero_si512() : _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  const __m512i lane_group = G == 128  ? _mm512_setzero_si512()
+                             : G == 16 ? _mm512_load_si512(kCtl.g16)
+                                       : _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  // nvfp4's E4M3 scales, halved: the exponent and mantissa bits moved to f32's (a normal E4M3
+  // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119 (exact);
+  // then the sign, and NaN for 0x7F.
+  auto load_scales = [&](const uint8_t* at, int cnt, __mmask16 k) {
+    if constexpr (kE4M3) {
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
+      const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+      __m512 v =
+          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(em, 20)), _mm512_set1_ps(0x1p119f));
+      v = _mm512_castsi512_ps(
+          _mm512_or_si512(_mm512_castps_si512(v),
+                          _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
+      const __mmask16 nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F));
+      return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
+    } else {
+      return load_sd(at, w.scale_dtype, cnt);
+    }
+  };
   alignas(64) float sc[R][M][16];
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
@@ -313,7 +334,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const uint8_t* bp = sp + R * cnt * sz;
     const int64_t g0 = s0 * kGpv;
     for (int r = 0; r < R; ++r) {
-      const __m512 s = load_sd(sp + r * cnt * sz, w.scale_dtype, cnt);
+      const __m512 s = load_scales(sp + r * cnt * sz, cnt, k);
       const __m512 b = kE2M1 ? _mm512_mul_ps(s, _mm512_set1_ps(-12.0f))
                              : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
@@ -377,18 +398,19 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     p += bytes;
     pf = pf_end;
   }
+  const float global = kE4M3 ? w.global : 1.0f;
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]);
+    for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]) * global;
 }
 
-template <int BITS, int G, int M, bool kE2M1 = false>
+template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false>
 void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<BITS, G, M, kE2M1>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
+    packed_tile<BITS, G, M, kE2M1, kE4M3>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
       if (n < n0 || n >= n1) continue;
@@ -531,7 +553,8 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   // Nothing is written to the planes until every block is usable (the caller keeps xp as f32).
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
-  const bool mlx = w.scheme == Scheme::affine || w.scheme == Scheme::mxfp4;  // MLX's code order
+  const bool mlx = w.scheme == Scheme::affine || w.scheme == Scheme::mxfp4 ||
+                   w.scheme == Scheme::nvfp4;  // MLX's code order
   const uint8_t(*order)[64] = !mlx ? kCtl.block32 : w.bits == 4 ? kCtl.nibble : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -611,6 +634,18 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
+  if (w.pack_e4m3) {
+    switch (mp.m) {
+      case 1:
+        return packed_rows<4, 16, 1, true, true>(w, mp, n0, n1, y, ldy);
+      case 2:
+        return packed_rows<4, 16, 2, true, true>(w, mp, n0, n1, y, ldy);
+      case 3:
+        return packed_rows<4, 16, 3, true, true>(w, mp, n0, n1, y, ldy);
+      default:
+        return packed_rows<4, 16, 4, true, true>(w, mp, n0, n1, y, ldy);
+    }
+  }
   if (w.pack_e2m1) {
     switch (mp.m) {
       case 1:
