@@ -90,7 +90,7 @@ PlannedMatrix make_plan(const QuantizedMatrix& w, const HostPack* pack = nullptr
     p.pack = pack->data.get() + e * pack->expert_bytes;
     p.pack_tile_bytes = pack->tile_bytes;
     p.pack_steps = pack->steps;
-    p.scale_dtype = pack->pack_dtype;  // q4_1's d and m (f16), mxfp4's 2^(E - 128) (bf16)
+    p.scale_dtype = pack->pack_dtype;  // q4_1's d and m: f16
     p.pack_e2m1 = pack->format.scheme == Scheme::mxfp4 || pack->format.scheme == Scheme::nvfp4;
     p.pack_e4m3 = pack->format.scheme == Scheme::nvfp4;
   }

@@ -22,19 +22,10 @@ int64_t round_up(int64_t v, int64_t m) {
 int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   const int64_t code = kPackRows * ns * 16 * p.format.bits;
   const bool fp4 = p.format.scheme == Scheme::mxfp4 || p.format.scheme == Scheme::nvfp4;
-  const int64_t entry = p.format.scheme == Scheme::nvfp4
-                            ? 1  // E4M3 bytes
-                            : static_cast<int64_t>(dtype_size(p.pack_dtype));
+  const int64_t entry = fp4 ? 1 : static_cast<int64_t>(dtype_size(p.pack_dtype));  // E8M0 / E4M3
   const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) * entry;
   const int64_t runs = fp4 ? 1 : 2;  // mxfp4, nvfp4: scales only
   return round_up(code + runs * sd, 64);
-}
-
-// E8M0 byte E -> 2^(E - 128) as bf16 bits (exact: subnormal for E = 0, 1; NaN for 255).
-uint16_t e8m0_half_bf16(uint8_t e) {
-  if (e == 255) return 0x7FC0;
-  if (e >= 2) return static_cast<uint16_t>((e - 1) << 7);
-  return e == 1 ? 0x0040 : 0x0020;
 }
 
 // One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
@@ -46,17 +37,11 @@ struct StepSource {
 };
 void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, uint8_t* code_out,
                uint8_t* scale_out, uint8_t* bias_out) {
-  if (w.format.scheme == Scheme::nvfp4) {  // codes as stored, the 8 E4M3 scale bytes as stored
+  if (w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4) {
+    // Codes as stored, the step's E8M0 (4) or E4M3 (8) scale bytes as stored.
+    const int64_t scales = kPackBlock / w.format.group_size;
     std::memcpy(code_out, src.codes + step * 64, 64);
-    std::memcpy(scale_out, src.scales + 8 * step, 8);
-    return;
-  }
-  if (w.format.scheme == Scheme::mxfp4) {
-    std::memcpy(code_out, src.codes + step * 64, 64);
-    for (int g = 0; g < 4; ++g) {
-      const uint16_t h = e8m0_half_bf16(src.scales[4 * step + g]);
-      std::memcpy(scale_out + 2 * g, &h, 2);
-    }
+    std::memcpy(scale_out, src.scales + scales * step, static_cast<std::size_t>(scales));
     return;
   }
   if (w.format.scheme == Scheme::q4_1) {
@@ -113,13 +98,11 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->k = w.k;
   p->batch = w.batch;
   const bool q4_1 = w.format.scheme == Scheme::q4_1;
-  // mxfp4 and nvfp4: scales only, one byte each in the matrix; in the pack bf16 (mxfp4) or the
-  // E4M3 bytes themselves (nvfp4).
+  // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).
   const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
-  const bool nvfp4 = w.format.scheme == Scheme::nvfp4;
-  p->pack_dtype = q4_1 ? DType::f16 : fp4 ? DType::bf16 : w.scale_dtype;
+  p->pack_dtype = q4_1 ? DType::f16 : w.scale_dtype;
   const int64_t gpv = kPackBlock / w.format.group_size;
-  const int64_t sz = nvfp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
+  const int64_t sz = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
   p->steps = static_cast<int>(16 / gpv);

@@ -1,5 +1,6 @@
 // quanta::prepack on the host: affine 2-, 3- and 4-bit, GGUF q4_1 and mxfp4 W [N, K] re-laid out so
-// the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of bytes.
+// the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of
+// bytes.
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -22,8 +23,10 @@
 // bytes, read faster (docs/perf-cpu.md).
 //
 // mxfp4 (w = 2^(E - 127)·v, v an E2M1 value) is affine with codes u = 2v + 12 (0..24: the kernel
-// maps each nibble by a byte shuffle), scale 2^(E - 128) and bias -12 times the scale: its chunks
-// hold the codes as stored and the scales as bf16 (exact), no biases.
+// maps each nibble by a byte shuffle), scale 2^(E - 128) and bias -12 times the scale; nvfp4 the
+// same with half its E4M3 scale per 16 and the tensor scale applied at the end. Their chunks hold
+// the codes and the scale bytes as stored (the kernel converts them), no biases: the pack has the
+// matrix's bytes per weight.
 #pragma once
 
 #include <cstdint>

@@ -43,11 +43,11 @@ struct WeightPlan {
   const uint8_t* pack = nullptr;
   int64_t pack_tile_bytes = 0;  // four rows
   int pack_steps = 0;           // blocks of 128 weights per full chunk
-  // mxfp4 packed: codes are E2M1 (the kernel maps each to 2·value + 12, 0..24), chunks hold
-  // only the scales 2^(E - 128) (scale_dtype bf16), each group's bias is -12 times its scale.
+  // mxfp4 / nvfp4 packed: codes are E2M1 (the kernel maps each to 2·value + 12, 0..24) and the
+  // chunks hold only the scale bytes: E8M0, taken as 2^(E - 128), or (pack_e4m3) E4M3, taken at
+  // half its value with the sum times `global` at the end; each group's bias is -12 times its
+  // scale.
   bool pack_e2m1 = false;
-  // nvfp4 packed: as mxfp4, but the chunks hold the E4M3 scale bytes (the kernel takes half their
-  // value) and the sum is multiplied by `global` at the end.
   bool pack_e4m3 = false;
 };
 

@@ -296,7 +296,8 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
   constexpr int64_t kCode = 16 * BITS;  // one row's block of 128 codes, as stored
   constexpr int kGpv = static_cast<int>(kBlock / G);
-  const int sz = kE4M3 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
+  constexpr bool kE8M0 = kE2M1 && !kE4M3;  // mxfp4
+  const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const int64_t steps = w.k / kBlock;
   const __m512i lane_group = G == 128  ? _mm512_setzero_si512()
                              : G == 16 ? _mm512_load_si512(kCtl.g16)
@@ -305,7 +306,17 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
   // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119 (exact);
   // then the sign, and NaN for 0x7F.
   auto load_scales = [&](const uint8_t* at, int cnt, __mmask16 k) {
-    if constexpr (kE4M3) {
+    if constexpr (kE8M0) {
+      // mxfp4's E8M0 bytes: 2^(E - 128) is E in f32's exponent field, halved (E = 1: the
+      // subnormal 2^-127); E = 0 (2^-128) and 255 (NaN) set apart.
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
+      const __m512 v =
+          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(e, 23)), _mm512_set1_ps(0.5f));
+      const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+      const __mmask16 nan = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+      return _mm512_mask_mov_ps(_mm512_mask_mov_ps(v, zero, _mm512_set1_ps(0x1p-128f)), nan,
+                                _mm512_set1_ps(__builtin_nanf("")));
+    } else if constexpr (kE4M3) {
       const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
       const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
       __m512 v =
