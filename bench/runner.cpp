@@ -131,8 +131,10 @@ const std::vector<QuantizedMatrix>& Runner::weights(const RowPlan& p, int copies
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     weight_host_ =
         make_weights(p.spec.format, s.dtype, s.n, s.k, s.layout, s.experts, 0xbe7c4, threads);
-    // On the CPU the original is the first copy; every further copy lives elsewhere.
-    if (device_.location() == Location::host) weight_copies_.push_back(weight_host_);
+    // On the CPU the original is the first copy (packed as place() packs every other one:
+    // quanta::prepack shares its buffers); every further copy lives elsewhere.
+    if (device_.location() == Location::host)
+      weight_copies_.push_back(prepack(weight_host_, device_.context()));
   }
   while (static_cast<int>(weight_copies_.size()) < copies)
     weight_copies_.push_back(device_.place(weight_host_));
