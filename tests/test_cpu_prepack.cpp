@@ -43,6 +43,32 @@ ref::Comparison run(const test::Dense& x, const QuantizedMatrix& w, const std::v
   return ref::compare(y.view(), want, x.dtype);
 }
 
+// The scale-extremes check: y = x · Wᵀ at M = 1 on the packed kernel (y poisoned first); row
+// nan_row must be NaN, every other row finite, within the f32 bound together and row 0 on its
+// own (its scales are the tiny ones, its values far below the others').
+void expect_scale_extremes(const test::Dense& x, const QuantizedMatrix& p, const QuantizedMatrix& w,
+                           int64_t nan_row) {
+  test::Dense y(DType::f32, 1, w.n);
+  y.poison();
+  const std::string kernel = kernel_for(1);
+  Context ctx;
+  ctx.kernel = kernel;
+  matmul(x.view(), p, y.mut(), ctx);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  EXPECT_TRUE(std::isnan(y.at(nan_row)));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < w.n; ++i) {
+    if (i == nan_row) continue;
+    ASSERT_TRUE(std::isfinite(y.at(i))) << "n = " << i;
+    const double d = y.at(i) - want[static_cast<std::size_t>(i)];
+    num += d * d;
+    den += want[static_cast<std::size_t>(i)] * want[static_cast<std::size_t>(i)];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  EXPECT_NE(want[0], 0.0);
+  EXPECT_NEAR(y.at(0), want[0], 1e-5 * std::fabs(want[0]));
+}
+
 TEST(CpuPrepack, MatchesOracle) {
   // K = 1280: 10 steps of 128, so chunks of 2 and 4 steps end in a partial one; K = 384: 3.
   for (int bits : {2, 3, 4})
@@ -120,26 +146,7 @@ TEST(CpuPrepack, MxFp4ScaleExtremes) {
   ASSERT_EQ(p.host_pack != nullptr, vnni_here());
   test::Dense x = test::random_dense(DType::f32, 1, k, 10);
   for (int64_t i = 0; i < k; ++i) x.set(i, x.at(i) * 0x1p100f);  // row 0 back to a normal range
-  test::Dense y(DType::f32, 1, n);
-  y.poison();
-  const std::string kernel = kernel_for(1);
-  Context ctx;
-  ctx.kernel = kernel;
-  matmul(x.view(), p, y.mut(), ctx);
-  const std::vector<double> want = ref::matmul(x.view(), w);
-  EXPECT_TRUE(std::isnan(y.at(1)));
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (i == 1) continue;
-    ASSERT_TRUE(std::isfinite(y.at(i))) << "n = " << i;
-    const double d = y.at(i) - want[static_cast<std::size_t>(i)];
-    num += d * d;
-    den += want[static_cast<std::size_t>(i)] * want[static_cast<std::size_t>(i)];
-  }
-  // Row 0 (scales 2^-128 and 2^-127) on its own: its values are ~2^-27 of the others'.
-  EXPECT_NEAR(y.at(0), want[0], 1e-5 * std::fabs(want[0]));
-  EXPECT_NE(want[0], 0.0);
-  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  expect_scale_extremes(x, p, w, 1);
   sc[5 * groups] = 254;
   EXPECT_FALSE(prepack(w).host_pack);
   sc[5 * groups] = 253;
@@ -161,27 +168,7 @@ TEST(CpuPrepack, NvFp4ScaleExtremes) {
   sc[3 * groups + 2] = 0x7E;  // 448
   const QuantizedMatrix p = prepack(w);
   ASSERT_EQ(p.host_pack != nullptr, vnni_here());
-  const test::Dense x = test::random_dense(DType::f32, 1, k, 11);
-  test::Dense y(DType::f32, 1, n);
-  y.poison();
-  const std::string kernel = kernel_for(1);
-  Context ctx;
-  ctx.kernel = kernel;
-  matmul(x.view(), p, y.mut(), ctx);
-  const std::vector<double> want = ref::matmul(x.view(), w);
-  EXPECT_TRUE(std::isnan(y.at(1)));
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (i == 1) continue;
-    ASSERT_TRUE(std::isfinite(y.at(i))) << "n = " << i;
-    const double d = y.at(i) - want[static_cast<std::size_t>(i)];
-    num += d * d;
-    den += want[static_cast<std::size_t>(i)] * want[static_cast<std::size_t>(i)];
-    if (i == 0) {  // the subnormal-scale row on its own
-      EXPECT_NEAR(y.at(0), want[0], 1e-5 * std::fabs(want[0]) + 1e-30);
-    }
-  }
-  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  expect_scale_extremes(test::random_dense(DType::f32, 1, k, 11), p, w, 1);
 }
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack

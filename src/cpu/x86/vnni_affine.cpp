@@ -119,6 +119,17 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
   }
 }
 
+// The block's dot products per int32 lane: both code vectors against x's three planes, combined
+// as p0·2^14 + p1·2^7 + p2 in int32 (|.| < 2^28: exact), as f32.
+inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
+  __m512i a[3];
+  for (int p = 0; p < 3; ++p)
+    a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
+                               xv[2 * p + 1]);
+  return _mm512_cvtepi32_ps(_mm512_add_epi32(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+}
+
 // `cnt` (<= 16) scales or biases of dtype t from p, as f32 (zeros past cnt).
 __m512 load_sd(const uint8_t* p, DType t, int cnt) {
   const __mmask16 m = cnt >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cnt) - 1u);
@@ -210,12 +221,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         load_codes<BITS>(rp[r] + off, c0, c1);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        __m512i a[3];
-        for (int p = 0; p < 3; ++p)
-          a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
-                                     xv[2 * p + 1]);
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+        const __m512 v = plane_dot(c0, c1, xv);
         const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][m][c])
                                   : _mm512_permutexvar_ps(
                                         lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
@@ -372,12 +378,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
         for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        __m512i a[3];
-        for (int q = 0; q < 3; ++q)
-          a[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * q]), c1,
-                                     xv[2 * q + 1]);
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+        const __m512 v = plane_dot(c0, c1, xv);
         acc[r][m] =
             _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m])), v, acc[r][m]);
       };
@@ -530,12 +531,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0x1111, spread, xs), _mm512_set1_ps(L::kOff));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        __m512i t[3];
-        for (int p = 0; p < 3; ++p)
-          t[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0[r], xv[2 * p]),
-                                     c1[r], xv[2 * p + 1]);
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(t[0], 7), t[1]), 7), t[2]));
+        const __m512 v = plane_dot(c0[r], c1[r], xv);
         if constexpr (L::kMin) {
           acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_mul_ps(v, p2), acc[r][m]);
           bacc[r][m] = _mm512_fmadd_ps(mv[r], xs, bacc[r][m]);
@@ -556,6 +552,21 @@ void legacy_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
     legacy_pass<L, R, M>(w, rows, next, mp, out, ldy);
   });
+}
+
+// fn.template operator()<M>() for the pass's rows of x (1..4).
+template <class Fn>
+void with_rows(int m, Fn&& fn) {
+  switch (m) {
+    case 1:
+      return fn.template operator()<1>();
+    case 2:
+      return fn.template operator()<2>();
+    case 3:
+      return fn.template operator()<3>();
+    default:
+      return fn.template operator()<4>();
+  }
 }
 
 }  // namespace
@@ -592,40 +603,9 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy) {
-  auto by_group = [&]<int BITS, int M>() {
-    switch (w.group) {
-      case 32:
-        return affine_rows<BITS, 32, M>(w, mp, n0, n1, y, ldy);
-      case 64:
-        return affine_rows<BITS, 64, M>(w, mp, n0, n1, y, ldy);
-      default:
-        return affine_rows<BITS, 128, M>(w, mp, n0, n1, y, ldy);
-    }
-  };
-  auto by_rows = [&]<int BITS>() {
-    switch (mp.m) {
-      case 1:
-        return by_group.template operator()<BITS, 1>();
-      case 2:
-        return by_group.template operator()<BITS, 2>();
-      case 3:
-        return by_group.template operator()<BITS, 3>();
-      default:
-        return by_group.template operator()<BITS, 4>();
-    }
-  };
   if (w.scheme != Scheme::affine) {
     auto legacy = [&]<class L>() {
-      switch (mp.m) {
-        case 1:
-          return legacy_rows<L, 1>(w, mp, n0, n1, y, ldy);
-        case 2:
-          return legacy_rows<L, 2>(w, mp, n0, n1, y, ldy);
-        case 3:
-          return legacy_rows<L, 3>(w, mp, n0, n1, y, ldy);
-        default:
-          return legacy_rows<L, 4>(w, mp, n0, n1, y, ldy);
-      }
+      with_rows(mp.m, [&]<int M>() { legacy_rows<L, M>(w, mp, n0, n1, y, ldy); });
     };
     switch (w.scheme) {
       case Scheme::q4_0:
@@ -638,57 +618,38 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
         return legacy.template operator()<LegacyQ5_1>();
     }
   }
-  if (w.bits == 2) return by_rows.template operator()<2>();
-  if (w.bits == 3) return by_rows.template operator()<3>();
-  return by_rows.template operator()<4>();
+  auto by_group = [&]<int BITS>() {
+    with_rows(mp.m, [&]<int M>() {
+      switch (w.group) {
+        case 32:
+          return affine_rows<BITS, 32, M>(w, mp, n0, n1, y, ldy);
+        case 64:
+          return affine_rows<BITS, 64, M>(w, mp, n0, n1, y, ldy);
+        default:
+          return affine_rows<BITS, 128, M>(w, mp, n0, n1, y, ldy);
+      }
+    });
+  };
+  if (w.bits == 2) return by_group.template operator()<2>();
+  if (w.bits == 3) return by_group.template operator()<3>();
+  by_group.template operator()<4>();
 }
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
-  if (w.pack_e4m3) {
-    switch (mp.m) {
-      case 1:
-        return packed_rows<4, 16, 1, true, true>(w, mp, n0, n1, y, ldy);
-      case 2:
-        return packed_rows<4, 16, 2, true, true>(w, mp, n0, n1, y, ldy);
-      case 3:
-        return packed_rows<4, 16, 3, true, true>(w, mp, n0, n1, y, ldy);
-      default:
-        return packed_rows<4, 16, 4, true, true>(w, mp, n0, n1, y, ldy);
-    }
-  }
-  if (w.pack_e2m1) {
-    switch (mp.m) {
-      case 1:
-        return packed_rows<4, 32, 1, true>(w, mp, n0, n1, y, ldy);
-      case 2:
-        return packed_rows<4, 32, 2, true>(w, mp, n0, n1, y, ldy);
-      case 3:
-        return packed_rows<4, 32, 3, true>(w, mp, n0, n1, y, ldy);
-      default:
-        return packed_rows<4, 32, 4, true>(w, mp, n0, n1, y, ldy);
-    }
-  }
-  auto by_rows = [&]<int BITS, int G>() {
-    switch (mp.m) {
-      case 1:
-        return packed_rows<BITS, G, 1>(w, mp, n0, n1, y, ldy);
-      case 2:
-        return packed_rows<BITS, G, 2>(w, mp, n0, n1, y, ldy);
-      case 3:
-        return packed_rows<BITS, G, 3>(w, mp, n0, n1, y, ldy);
-      default:
-        return packed_rows<BITS, G, 4>(w, mp, n0, n1, y, ldy);
-    }
+  auto rows = [&]<int BITS, int G, bool kE2M1, bool kE4M3>() {
+    with_rows(mp.m, [&]<int M>() { packed_rows<BITS, G, M, kE2M1, kE4M3>(w, mp, n0, n1, y, ldy); });
   };
+  if (w.pack_e4m3) return rows.template operator()<4, 16, true, true>();   // nvfp4
+  if (w.pack_e2m1) return rows.template operator()<4, 32, true, false>();  // mxfp4
   auto by_group = [&]<int BITS>() {
     switch (w.group) {
       case 32:
-        return by_rows.template operator()<BITS, 32>();
+        return rows.template operator()<BITS, 32, false, false>();
       case 64:
-        return by_rows.template operator()<BITS, 64>();
+        return rows.template operator()<BITS, 64, false, false>();
       default:
-        return by_rows.template operator()<BITS, 128>();
+        return rows.template operator()<BITS, 128, false, false>();
     }
   };
   if (w.bits == 2) return by_group.template operator()<2>();
