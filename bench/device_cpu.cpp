@@ -264,7 +264,7 @@ class CpuDevice final : public Device {
     std::memcpy(dst, src, bytes);
   }
   // Weights as a host user keeps them: packed once where the CPU has a packed kernel
-  // (quanta::prepack; affine 2/3/4-bit at M = 1..4), so the rows time and check that path.
+  // (quanta::prepack, M = 1..4), so the rows time and check that path.
   QuantizedMatrix place(const QuantizedMatrix& host) override {
     return prepack(clone_host(host), context());
   }

@@ -21,11 +21,8 @@ int64_t round_up(int64_t v, int64_t m) {
 // Bytes of a chunk of ns steps.
 int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   const int64_t code = kPackRows * ns * 16 * p.format.bits;
-  const bool fp4 = p.format.scheme == Scheme::mxfp4 || p.format.scheme == Scheme::nvfp4;
-  const int64_t entry = fp4 ? 1 : static_cast<int64_t>(dtype_size(p.pack_dtype));  // E8M0 / E4M3
-  const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) * entry;
-  const int64_t runs = fp4 ? 1 : 2;  // mxfp4, nvfp4: scales only
-  return round_up(code + runs * sd, 64);
+  const int64_t sd = kPackRows * ns * (kPackBlock / p.format.group_size) * p.entry_bytes;
+  return round_up(code + (p.stores_biases ? 2 : 1) * sd, 64);
 }
 
 // One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
@@ -101,8 +98,9 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).
   const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
   p->pack_dtype = q4_1 ? DType::f16 : w.scale_dtype;
-  const int64_t gpv = kPackBlock / w.format.group_size;
-  const int64_t sz = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
+  p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
+  p->stores_biases = !fp4;
+  const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
   p->steps = static_cast<int>(16 / gpv);
@@ -125,10 +123,10 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
     const int64_t e = j / tiles, t = j % tiles;
     uint8_t* out = p->data.get() + e * p->expert_bytes + t * p->tile_bytes;
-    const QuantizedMatrix one = w.expert(e);
-    const auto* ec = reinterpret_cast<const uint8_t*>(one.codes);
-    const auto* es = reinterpret_cast<const uint8_t*>(one.scales);  // null for q4_1
-    const auto* eb = reinterpret_cast<const uint8_t*>(one.biases);
+    const auto ue = static_cast<std::size_t>(e);
+    const auto* ec = reinterpret_cast<const uint8_t*>(w.codes) + ue * fp.code_bytes;
+    const auto* es = reinterpret_cast<const uint8_t*>(w.scales) + ue * fp.scale_bytes;
+    const auto* eb = reinterpret_cast<const uint8_t*>(w.biases) + ue * fp.bias_bytes;
     for (int64_t s0 = 0; s0 < steps; s0 += p->steps) {
       const int64_t ns = std::min<int64_t>(p->steps, steps - s0), bytes = chunk_bytes(*p, ns);
       std::memset(out, 0, static_cast<std::size_t>(bytes));  // rows past N, and the padding
@@ -137,11 +135,11 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
         const StepSource src{ec + row * row_code, q4_1 ? nullptr : es + row * groups * wsz,
-                             q4_1 || fp4 ? nullptr : eb + row * groups * wsz};
+                             p->stores_biases && !q4_1 ? eb + row * groups * wsz : nullptr};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
                     sd_out + r * run + s * gpv * sz,
-                    fp4 ? nullptr : sd_out + (kPackRows + r) * run + s * gpv * sz);
+                    p->stores_biases ? sd_out + (kPackRows + r) * run + s * gpv * sz : nullptr);
       }
       out += bytes;
     }

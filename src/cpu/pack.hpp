@@ -1,6 +1,6 @@
-// quanta::prepack on the host: affine 2-, 3- and 4-bit, GGUF q4_1 and mxfp4 W [N, K] re-laid out so
-// the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as one run of
-// bytes.
+// quanta::prepack on the host: affine 2-, 3- and 4-bit, GGUF q4_1, mxfp4 and nvfp4 W [N, K]
+// re-laid out so the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as
+// one run of bytes.
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -45,11 +45,13 @@ struct HostPack {
   const std::byte* biases = nullptr;
   Format format{};
   DType scale_dtype = DType::f16;  // the matrix's
-  DType pack_dtype = DType::f16;   // of the scales and biases in the pack
+  DType pack_dtype = DType::f16;   // of the scales and biases in the pack (affine, q4_1)
   int64_t n = 0, k = 0, batch = 0;
-  int steps = 0;             // blocks of 128 weights per full chunk
-  int64_t tile_bytes = 0;    // bytes per four rows
-  int64_t expert_bytes = 0;  // bytes per matrix of the stack
+  int64_t entry_bytes = 0;    // per scale (and bias) in the pack: 1 for the E8M0 / E4M3 bytes
+  bool stores_biases = true;  // after the scales (mxfp4, nvfp4: derived from them)
+  int steps = 0;              // blocks of 128 weights per full chunk
+  int64_t tile_bytes = 0;     // bytes per four rows
+  int64_t expert_bytes = 0;   // bytes per matrix of the stack
   std::shared_ptr<uint8_t[]> data;
 };
 
@@ -66,8 +68,7 @@ std::string pack_unsupported(const QuantizedMatrix& w);
 // The pack of a host matrix w for which pack_unsupported(w) is "" (threads as Context::threads).
 std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads);
 
-// The packed bytes of expert e of w, or null when w carries no pack or one made from another
-// matrix.
+// w's pack, or null when w carries none or one made from other buffers, shape or format.
 const HostPack* pack_of(const QuantizedMatrix& w);
 
 }  // namespace quanta::cpu

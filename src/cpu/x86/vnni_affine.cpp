@@ -283,12 +283,6 @@ void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   });
 }
 
-// One tile of the pack (four rows of W, layout in cpu/pack.hpp) times M rows of x, into
-// out[m][r]. Per chunk: each row's scales times x's per-group 2^e go to a stack buffer, and its
-// biases times the group sums of x join the accumulators' lanes at once (they are summed in the
-// end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
-// the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
-// over the chunk's steps: one stream per thread, in address order.
 // E2M1 code -> 2·value + 12 (u8, 0..24), in every 16-byte lane for a byte shuffle: mxfp4 as
 // affine with scale 2^(E - 128) and bias -12·scale.
 alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
@@ -296,6 +290,12 @@ alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
     20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
     8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
+// One tile of the pack (four rows of W, layout in cpu/pack.hpp) times M rows of x, into
+// out[m][r]. Per chunk: each row's scales times x's per-group 2^e go to a stack buffer, and its
+// biases times the group sums of x join the accumulators' lanes at once (they are summed in the
+// end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
+// the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
+// over the chunk's steps: one stream per thread, in address order.
 template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
@@ -308,9 +308,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
   const __m512i lane_group = G == 128  ? _mm512_setzero_si512()
                              : G == 16 ? _mm512_load_si512(kCtl.g16)
                                        : _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
-  // nvfp4's E4M3 scales, halved: the exponent and mantissa bits moved to f32's (a normal E4M3
-  // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119 (exact);
-  // then the sign, and NaN for 0x7F.
+  // A chunk's cnt scales of one row, as f32.
   auto load_scales = [&](const uint8_t* at, int cnt, __mmask16 k) {
     if constexpr (kE8M0) {
       // mxfp4's E8M0 bytes: 2^(E - 128) is E in f32's exponent field, halved (E = 1: the
@@ -323,6 +321,9 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       return _mm512_mask_mov_ps(_mm512_mask_mov_ps(v, zero, _mm512_set1_ps(0x1p-128f)), nan,
                                 _mm512_set1_ps(__builtin_nanf("")));
     } else if constexpr (kE4M3) {
+      // nvfp4's E4M3 bytes, halved: the exponent and mantissa bits moved to f32's (a normal E4M3
+      // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119
+      // (exact); then the sign, and NaN for 0x7F.
       const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
       const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
       __m512 v =
