@@ -15,6 +15,7 @@ namespace {
 constexpr int64_t kBlockElems = 256;
 constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ4Bytes = 144, kQ5Bytes = 176, kQ6Bytes = 210;
 constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
+constexpr int kQ2Planes = 3;           // q2_K's int8 planes (256 bytes each)
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
 // Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block in q2_K, q3_K, q6_K)
@@ -98,7 +99,7 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
 }
 
-// q2_K, R rows at a time: the four int8 planes against q · s bytes (vpdpbusd).
+// q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd).
 template <int R, int M>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const MultiPlanes& xr, float* y, int64_t ldy) {
@@ -111,9 +112,9 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
         const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
         const __m512i qs = _mm512_loadu_si512(blk + 16);
-        __m512i a[M][4];
+        __m512i a[M][kQ2Planes];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < 4; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
@@ -121,7 +122,7 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
           const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
           const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < 4; ++p)
+            for (int p = 0; p < kQ2Planes; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + j * 64));
         }
@@ -134,7 +135,6 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
           __m512 v = _mm512_cvtepi32_ps(a[m][0]);
           v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][1]));
           v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][2]));
-          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][3]));
           acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), v, acc[m]);
           acc[m] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
         }
@@ -309,21 +309,22 @@ bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int s
   return true;
 }
 
-// q2_K: four int8 planes. big / 2^(e + 21) < 64, so every digit lies in [-64, 64]; each step is
-// an exact f32 operation (products by powers of two, remainders of at most 24 bits).
+// q2_K: three int8 planes. big / 2^(e + 14) < 64, so every digit lies in [-64, 64]; each step is
+// an exact f32 operation (products by powers of two, remainders smaller than the value they come
+// from); the last digit's rounding leaves at most 2^-20 of the block's largest |x|. Four planes
+// (2^-27) ran 1.10-1.4x slower on one core from L3 (docs/perf-cpu.md).
 bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
-  return split_blocks(x, k, planes, pow2, 26, [](const float* xb, uint8_t* pb, int e) {
-    const float up[4] = {std::ldexp(1.0f, -(e + 21)), std::ldexp(1.0f, -(e + 14)),
-                         std::ldexp(1.0f, -(e + 7)), std::ldexp(1.0f, -e)};
-    const float down[3] = {std::ldexp(1.0f, e + 21), std::ldexp(1.0f, e + 14),
-                           std::ldexp(1.0f, e + 7)};
+  return split_blocks(x, k, planes, pow2, 19, [](const float* xb, uint8_t* pb, int e) {
+    const float up[3] = {std::ldexp(1.0f, -(e + 14)), std::ldexp(1.0f, -(e + 7)),
+                         std::ldexp(1.0f, -e)};
+    const float down[2] = {std::ldexp(1.0f, e + 14), std::ldexp(1.0f, e + 7)};
     for (int v = 0; v < 16; ++v) {
       // Elements 16v .. 16v + 15: code j = (v % 8) / 2 of bytes 32 (v / 8) + 16 (v % 2) ...
       const int pos = 32 * (v / 8) + 16 * (v % 2), j = (v % 8) / 2;
       __m512 r = _mm512_loadu_ps(xb + 16 * v);
-      for (int p = 0; p < 4; ++p) {
+      for (int p = 0; p < kQ2Planes; ++p) {
         const __m512 c = round_even(_mm512_mul_ps(r, _mm512_set1_ps(up[p])));
-        if (p < 3) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
+        if (p + 1 < kQ2Planes) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(pb + p * 256 + j * 64 + pos),
                          _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
       }

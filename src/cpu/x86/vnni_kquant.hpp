@@ -2,13 +2,14 @@
 // the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
 // convert, a multiply by x and an FMA with the sub-block scale on every 16 weights.
 // q2_K:
-//   x, once per call, becomes four int8 planes per 256-element block:
-//     x[i] = 2^e · (c0·2^21 + c1·2^14 + c2·2^7 + c3),  c0..c3 in [-64, 64],
+//   x, once per call, becomes three int8 planes per 256-element block:
+//     x[i] = 2^e · (c0·2^14 + c1·2^7 + c2),  c0..c2 in [-64, 64],
 //   with 2^e chosen from the block's largest |x| (every step an exact f32 operation, so x is
-//   held to 2^-27 of that largest |x|: far below f32 rounding of the result);
+//   held to 2^-20 of that largest |x|: rel-L2 1e-7..1e-6 against the oracle, the f32 bound is
+//   1e-5; a fourth plane, 2^-27, cost a quarter more dot products for nothing the bound sees);
 //   a byte permute turns each 2-bit code q into q·s (s the sub-block's 4-bit scale, q·s <= 45),
 //   and vpdpbusd sums 64 such products against a plane per instruction;
-//   per block and row the four plane sums become one f32 vector, scaled by d·2^e; the min term
+//   per block and row the three plane sums become one f32 vector, scaled by d·2^e; the min term
 //   (dmin · m_j · Σx over sub-block j) stays in f32.
 // q3_K: its signed 6-bit scales do not fit a byte product, so x becomes two int16 planes
 //   (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14, the same 2^-27 precision), the 3-bit code
