@@ -350,7 +350,12 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     const float sh = to_f32(ring_sb[u][2]), bh = to_f32(ring_sb[u][3]);
     load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
     const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
-    int c[MT][4] = {};
+    // Two accumulator chains per row of x (even and odd k32 slices, summed after the step) where
+    // that measured faster: M = 2 with 4-bit g128 (1.10-1.12x) and 6-bit g64 (1.06-1.27x). Every
+    // other M = 2 instance ran 0.78-1.05x with them (3-bit g128 0.78-0.80x), and M = 1 0.74-1.16x,
+    // as the registers moved the one-wave warp count (H200, f16, three shapes; docs/PERF.md).
+    constexpr bool kSplit = MT == 2 && ((BITS == 4 && G == 128) || (BITS == 6 && G == 64));
+    int c[MT][4] = {}, c2[MT][4] = {};
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       // The codes of this piece, as u8x4 mma registers, serve every row of x.
@@ -378,10 +383,16 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
         }
 #pragma unroll
         for (int j = 0; j < Geom::kSlices; ++j)
-          imma_16832(c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1], a_hi[2 * j + 1], bw[2 * j],
-                     bw[2 * j + 1]);
+          imma_16832(kSplit && j % 2 ? c2[m] : c[m], a_lo[2 * j], a_hi[2 * j], a_lo[2 * j + 1],
+                     a_hi[2 * j + 1], bw[2 * j], bw[2 * j + 1]);
       }
       load_piece(s + DS * stride, p, ring_lo[u][p], ring_hi[u][p]);  // refill, DS steps ahead
+    }
+    if constexpr (kSplit) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[m][i] += c2[m][i];
     }
     // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
 #pragma unroll
