@@ -46,6 +46,7 @@
 #include "cuda/mma.cuh"
 #include "quanta/error.hpp"
 
+
 namespace quanta::cuda {
 
 inline constexpr int kI8Rows = 16;  // rows per block (the mma's M)
@@ -173,21 +174,35 @@ __global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   }
 }
 
-// WORDS words at src in loads of LOAD words (src aligned to them).
-template <int WORDS, int LOAD>
+// WORDS words at src in loads of LOAD words (src aligned to them). kEvictFirst: read-only loads
+// marked first for eviction from L1 (L1::evict_first), so the codes streaming past do not push
+// out the planes of x that every step reads again (where that measured faster: qmv_affine_i8).
+template <int WORDS, int LOAD, bool kEvictFirst = false>
 __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[WORDS]) {
   static_assert(WORDS % LOAD == 0);
 #pragma unroll
   for (int i = 0; i < WORDS; i += LOAD) {
-    if constexpr (LOAD == 4) {
-      const uint4 a = *reinterpret_cast<const uint4*>(src + 4 * i);
+    const uint8_t* p = src + 4 * i;
+    if constexpr (kEvictFirst && LOAD == 4) {
+      asm("ld.global.nc.L1::evict_first.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+          : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+          : "l"(p));
+    } else if constexpr (kEvictFirst && LOAD == 2) {
+      asm("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];\n"
+          : "=r"(w[i]), "=r"(w[i + 1])
+          : "l"(p));
+    } else if constexpr (kEvictFirst) {
+      static_assert(LOAD == 1);
+      asm("ld.global.nc.L1::evict_first.u32 %0, [%1];\n" : "=r"(w[i]) : "l"(p));
+    } else if constexpr (LOAD == 4) {
+      const uint4 a = *reinterpret_cast<const uint4*>(p);
       w[i] = a.x, w[i + 1] = a.y, w[i + 2] = a.z, w[i + 3] = a.w;
     } else if constexpr (LOAD == 2) {
-      const uint2 a = *reinterpret_cast<const uint2*>(src + 4 * i);
+      const uint2 a = *reinterpret_cast<const uint2*>(p);
       w[i] = a.x, w[i + 1] = a.y;
     } else {
       static_assert(LOAD == 1);
-      w[i] = *reinterpret_cast<const uint32_t*>(src + 4 * i);
+      w[i] = *reinterpret_cast<const uint32_t*>(p);
     }
   }
 }
@@ -311,11 +326,16 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
                 sb_hi = static_cast<int64_t>(r_hi) * groups;
   uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
   T ring_sb[DS][4];
+  // Codes marked first for L1 eviction where that measured faster: 4-bit at M = 2 (g64
+  // 1.08-1.20x, g32 1.04-1.08x, g128 within 1%) and 2-bit (g64 1.03-1.10x) but for groups of 128
+  // at M = 2 (0.92-0.99x); 8-bit M = 2 ran 0.91-1.24x and int4 g64 M = 1 0.94-1.06x, so not
+  // there (H200, f16 and bf16, three shapes; docs/PERF.md).
+  constexpr bool kEvictFirst = (BITS == 4 && MT == 2) || (BITS == 2 && !(MT == 2 && G == 128));
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
-      i8_load_piece<W, LW>(w_lo + off, lo);
-      i8_load_piece<W, LW>(w_hi + off, hi);
+      i8_load_piece<W, LW, kEvictFirst>(w_lo + off, lo);
+      i8_load_piece<W, LW, kEvictFirst>(w_hi + off, hi);
     }
   };
   auto load_sb = [&](int s, T(&sb)[4]) {
