@@ -86,12 +86,14 @@ struct I8Geom {
   static constexpr int kCodes = kPieceBytes * 8 / BITS;       // codes per piece
   // Steps held in registers; each piece is refilled right after use, so about 4-6 pieces are in
   // flight per lane (H200 int4 g64: at M = 1, 6 pieces ran 5-15% faster than 4 and 8 slower; at
-  // M = 2, where the registers are capped, 6 ran 10-20% slower than 4). 3/5/6 bits: the steps
+  // M = 2, where the registers are capped, 6 ran 10-20% slower than 4). 4-bit at M = 1 now takes
+  // 4 pieces with its codes loaded L1::evict_first (below): 1.02-1.15x the 6 pieces without it,
+  // where either change alone ran 0.82-1.06x. 3/5/6 bits: the steps
   // nearest to 96 bytes per row at M = 1 (at least 2 below 96-byte groups: 5-bit g128 ran 3-15%
   // faster with 2 than 1) and to 64 at M = 2; ~2/3 and ~1.5x of that ran slower on most shapes.
   template <int MT>
   static constexpr int kDepth = kWholeBytes
-                                    ? (kPieces == 1 ? 4 : std::max(1, (MT == 1 ? 6 : 4) / kPieces))
+                                    ? (kPieces == 1 ? 4 : std::max(1, (MT == 1 && BITS != 4 ? 6 : 4) / kPieces))
                                 : MT == 1 ? std::max(kGroupBytes < 96 ? 2 : 1,
                                                      (96 + kGroupBytes / 2) / kGroupBytes)
                                           : std::max(1, (64 + kGroupBytes / 2) / kGroupBytes);
@@ -327,10 +329,13 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
   T ring_sb[DS][4];
   // Codes marked first for L1 eviction where that measured faster: 4-bit at M = 2 (g64
-  // 1.08-1.20x, g32 1.04-1.08x, g128 within 1%) and 2-bit (g64 1.03-1.10x) but for groups of 128
-  // at M = 2 (0.92-0.99x); 8-bit M = 2 ran 0.91-1.24x and int4 g64 M = 1 0.94-1.06x, so not
-  // there (H200, f16 and bf16, three shapes; docs/PERF.md).
-  constexpr bool kEvictFirst = (BITS == 4 && MT == 2) || (BITS == 2 && !(MT == 2 && G == 128));
+  // 1.08-1.20x, g32 1.04-1.08x, g128 within 1%) and at M = 1 but g128 (with a ring of 4 pieces:
+  // g64 1.02-1.15x, g32 1.07x), 2-bit (g64 1.03-1.10x) but groups of 128 at M = 2 (0.92-0.99x).
+  // Not 8-bit (M = 2 0.91-1.24x), nor 4-bit g128 at M = 1: its 80 registers, against 70, no longer
+  // fit 27648 x 5120 in one wave of 2-warp blocks (0.73x there). H200, f16 and bf16, three shapes
+  // (docs/PERF.md).
+  constexpr bool kEvictFirst = (BITS == 4 && (MT == 2 || G != 128)) ||
+                               (BITS == 2 && !(MT == 2 && G == 128));
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
