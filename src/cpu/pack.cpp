@@ -25,6 +25,28 @@ int64_t chunk_bytes(const HostPack& p, int64_t ns) {
   return round_up(code + (p.stores_biases ? 2 : 1) * sd, 64);
 }
 
+// A block of 128 5- or 6-bit codes (16·bits bytes, MLX's bit stream) as the kernel takes it, in
+// the same bytes: 64 bytes of nibbles (byte i: code 2i low, code 2i + 1 high, as 4-bit codes),
+// then 64-bit masks of the fifth bit of the even codes and of the odd ones, then (6-bit) of the
+// sixth bit likewise. Eight codes at a time from their `bits` bytes.
+void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
+  uint8_t nibbles[64] = {};
+  uint64_t high[4] = {};  // bit 4 of the even codes, of the odd ones; then bit 5 (6-bit)
+  for (int c8 = 0; c8 < 16; ++c8) {
+    uint64_t v = 0;
+    std::memcpy(&v, block + c8 * bits, static_cast<std::size_t>(bits));
+    for (int c = 0; c < 8; ++c) {
+      const int j = 8 * c8 + c, i = j / 2, odd = j % 2;
+      const auto q = static_cast<uint32_t>((v >> (c * bits)) & ((1u << bits) - 1u));
+      nibbles[i] |= static_cast<uint8_t>((q & 15u) << (4 * odd));
+      high[odd] |= static_cast<uint64_t>((q >> 4) & 1u) << i;
+      high[2 + odd] |= static_cast<uint64_t>((q >> 5) & 1u) << i;
+    }
+  }
+  std::memcpy(out, nibbles, 64);
+  std::memcpy(out + 64, high, bits == 5 ? 16 : 32);
+}
+
 // One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
 // (affine) scales and biases in the pack's dtype.
 struct StepSource {
@@ -55,7 +77,11 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
   }
   const int64_t block_code = 16 * w.format.bits, gpv = kPackBlock / w.format.group_size;
   const int64_t sz = static_cast<int64_t>(dtype_size(w.scale_dtype));
-  std::memcpy(code_out, src.codes + step * block_code, static_cast<std::size_t>(block_code));
+  if (w.format.bits == 5 || w.format.bits == 6) {
+    split_high_bits(src.codes + step * block_code, w.format.bits, code_out);
+  } else {
+    std::memcpy(code_out, src.codes + step * block_code, static_cast<std::size_t>(block_code));
+  }
   std::memcpy(scale_out, src.scales + step * gpv * sz, static_cast<std::size_t>(gpv * sz));
   std::memcpy(bias_out, src.biases + step * gpv * sz, static_cast<std::size_t>(gpv * sz));
 }
@@ -64,10 +90,10 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
-  const bool affine = f.scheme == Scheme::affine && (f.bits == 2 || f.bits == 3 || f.bits == 4);
+  const bool affine = f.scheme == Scheme::affine && f.bits != 8;
   if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
-    return fmt::format(
-        "{} has no packed kernel (affine 2-, 3- and 4-bit, q4_1, mxfp4 and nvfp4 do)", f.name());
+    return fmt::format("{} has no packed kernel (affine 2- to 6-bit, q4_1, mxfp4 and nvfp4 do)",
+                       f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";

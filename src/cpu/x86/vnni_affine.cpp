@@ -3,6 +3,7 @@
 #include "cpu/x86/vnni_affine.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "cpu/x86/vnni_common.hpp"
 
@@ -98,14 +99,33 @@ struct Codes {
 template <int BITS>
 alignas(64) constexpr Codes<BITS> kCodes{};
 
-// 2/3-bit loads read 32/16 bytes past the block (kRowOverread allows 64).
+// A 64-bit mask from 8 bytes at p.
+inline __mmask64 load_mask(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return _cvtu64_mask64(v);
+}
+
+// 2/3-bit loads read 32/16 bytes past the block (kRowOverread allows 64). 5/6-bit: only the
+// pack's layout (cpu/pack.hpp): the 4-bit nibbles, then masks of each code's fifth (and sixth) bit
+// added in; codes up to 63 keep plane_dot's int32 sums below 2^31 (8·63·127·2^14 < 2^30).
 template <int BITS>
 inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
-  static_assert(BITS == 2 || BITS == 3 || BITS == 4);
-  if constexpr (BITS == 4) {
+  static_assert(BITS >= 2 && BITS <= 6);
+  if constexpr (BITS >= 4) {
     const __m512i mask4 = _mm512_set1_epi8(0x0F), raw = _mm512_loadu_si512(p);
     c0 = _mm512_and_si512(raw, mask4);
     c1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
+    if constexpr (BITS >= 5) {
+      const __m512i b4 = _mm512_set1_epi8(16);
+      c0 = _mm512_mask_add_epi8(c0, load_mask(p + 64), c0, b4);
+      c1 = _mm512_mask_add_epi8(c1, load_mask(p + 72), c1, b4);
+    }
+    if constexpr (BITS == 6) {
+      const __m512i b5 = _mm512_set1_epi8(32);
+      c0 = _mm512_mask_add_epi8(c0, load_mask(p + 80), c0, b5);
+      c1 = _mm512_mask_add_epi8(c1, load_mask(p + 88), c1, b5);
+    }
   } else {
     constexpr const Codes<BITS>& k = kCodes<BITS>;
     const __m512i a = _mm512_loadu_si512(p);
@@ -578,7 +598,9 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
   const bool mlx = w.scheme == Scheme::affine || w.scheme == Scheme::mxfp4 ||
                    w.scheme == Scheme::nvfp4;  // MLX's code order
-  const uint8_t(*order)[64] = !mlx ? kCtl.block32 : w.bits == 4 ? kCtl.nibble : kCtl.chunk;
+  // 4-bit codes, and the pack's 5/6-bit ones (nibbles plus high bits), in nibble order.
+  const bool nibbles = w.bits == 4 || (w.pack != nullptr && w.bits >= 5);
+  const uint8_t(*order)[64] = !mlx ? kCtl.block32 : nibbles ? kCtl.nibble : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -653,9 +675,18 @@ void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0,
         return rows.template operator()<BITS, 128, false, false>();
     }
   };
-  if (w.bits == 2) return by_group.template operator()<2>();
-  if (w.bits == 3) return by_group.template operator()<3>();
-  by_group.template operator()<4>();
+  switch (w.bits) {
+    case 2:
+      return by_group.template operator()<2>();
+    case 3:
+      return by_group.template operator()<3>();
+    case 5:
+      return by_group.template operator()<5>();
+    case 6:
+      return by_group.template operator()<6>();
+    default:
+      return by_group.template operator()<4>();
+  }
 }
 
 }  // namespace quanta::cpu::vnni
