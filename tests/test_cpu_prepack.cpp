@@ -71,7 +71,7 @@ void expect_scale_extremes(const test::Dense& x, const QuantizedMatrix& p, const
 
 TEST(CpuPrepack, MatchesOracle) {
   // K = 1280: 10 steps of 128, so chunks of 2 and 4 steps end in a partial one; K = 384: 3.
-  for (int bits : {2, 3, 4, 5, 6})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (DType t : {DType::f32, DType::f16, DType::bf16})
         for (int64_t k : {1280, 384}) {
@@ -176,7 +176,7 @@ TEST(CpuPrepack, NvFp4ScaleExtremes) {
 TEST(CpuPrepack, KernelReadsThePack) {
   if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
   const int64_t n = 70, k = 2048;
-  for (int bits : {2, 3, 4, 5, 6}) {
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
     const Format f = Format::affine(bits, 64);
     QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 9);
     const QuantizedMatrix p = prepack(w);
@@ -268,7 +268,7 @@ TEST(CpuPrepack, WithoutPackedKernel) {
     int64_t k;
   };
   const Shape shapes[] = {{Format::gguf(Scheme::q4_0), Layout::nk, 1024},
-                          {Format::affine(8, 64), Layout::nk, 1024},
+                          {Format::gguf(Scheme::q8_0), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
                           {Format::affine(4, 64), Layout::kn, 1024},
                           {Format::mxfp8(), Layout::nk, 1024}};

@@ -79,6 +79,12 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
   const int64_t sz = static_cast<int64_t>(dtype_size(w.scale_dtype));
   if (w.format.bits == 5 || w.format.bits == 6) {
     split_high_bits(src.codes + step * block_code, w.format.bits, code_out);
+  } else if (w.format.bits == 8) {
+    // Byte 4t + j of vector v (64 bytes each) is code 8t + 4v + j: int32 lane t of both vectors
+    // then covers codes 8t .. 8t + 7, inside one group, as the kernel's lanes need.
+    const uint8_t* block = src.codes + step * block_code;
+    for (int v = 0; v < 2; ++v)
+      for (int t = 0; t < 16; ++t) std::memcpy(code_out + 64 * v + 4 * t, block + 8 * t + 4 * v, 4);
   } else {
     std::memcpy(code_out, src.codes + step * block_code, static_cast<std::size_t>(block_code));
   }
@@ -90,10 +96,9 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
-  const bool affine = f.scheme == Scheme::affine && f.bits != 8;
+  const bool affine = f.scheme == Scheme::affine;
   if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
-    return fmt::format("{} has no packed kernel (affine 2- to 6-bit, q4_1, mxfp4 and nvfp4 do)",
-                       f.name());
+    return fmt::format("{} has no packed kernel (affine, q4_1, mxfp4 and nvfp4 do)", f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";

@@ -1,4 +1,4 @@
-// quanta::prepack on the host: affine 2- to 6-bit, GGUF q4_1, mxfp4 and nvfp4 W [N, K]
+// quanta::prepack on the host: affine (every width), GGUF q4_1, mxfp4 and nvfp4 W [N, K]
 // re-laid out so the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as
 // one run of bytes.
 //
@@ -11,7 +11,8 @@
 //   tile t = rows 4t .. 4t + 3 (rows past N are zero), K in steps of 128 weights, steps grouped
 //   in chunks of `steps` = 16 groups per row (the kernel converts a row's 16 scales at once):
 //     chunk = [codes: step s, row r at (4s + r)·16·bits bytes, each row's block as stored (5-
-//              and 6-bit: split into nibbles and masks of the high bits, same size; pack.cpp)]
+//              and 6-bit: split into nibbles and masks of the high bits; 8-bit: in groups of four
+//              bytes interleaved over two 64-byte halves; same size; pack.cpp)]
 //             [scales: row r's ns·(128/G) entries, in the scale dtype, rows one after another]
 //             [biases: likewise]
 //             [zeros up to a multiple of 64 bytes]

@@ -36,7 +36,7 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, GGUF q4_0 .. q5_1, affine 2-, 3- and 4-bit and prepacked affine 5/6-bit, mxfp4 and
+// K-quants, GGUF q4_0 .. q5_1, affine 2-, 3- and 4-bit and prepacked affine 5-8-bit, mxfp4 and
 // nvfp4 (K a multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
 // usable (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
 // its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
@@ -51,7 +51,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
             (((w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4)) ||
               gguf32_int8(w.scheme) ||
               ((w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4 ||
-                (w.scheme == Scheme::affine && (w.bits == 5 || w.bits == 6))) &&
+                (w.scheme == Scheme::affine && w.bits >= 5)) &&
                w.pack != nullptr)) &&
              w.k % vnni::kAffineBlock == 0));
 #endif

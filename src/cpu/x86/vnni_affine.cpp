@@ -29,6 +29,8 @@ struct Ctl {
   // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
   // low nibbles of block b's 16 bytes, then their high nibbles).
   alignas(64) uint8_t block32[2][64] = {};
+  // The pack's 8-bit codes: vector v byte 4t + j is element 8t + 4v + j.
+  alignas(64) uint8_t quad[2][64] = {};
   alignas(64) int32_t g16[16] = {};  // lane t of a 128-weight vector -> its group (8t / G)
   alignas(64) int32_t g32[16] = {};
   alignas(64) int32_t g64[16] = {};
@@ -38,6 +40,7 @@ struct Ctl {
         nibble[v][i] = static_cast<uint8_t>(2 * i + v);
         chunk[v][i] = static_cast<uint8_t>(16 * (i / 8) + 8 * v + i % 8);
         block32[v][i] = static_cast<uint8_t>(32 * (i / 16) + 16 * v + i % 16);
+        quad[v][i] = static_cast<uint8_t>(8 * (i / 4) + 4 * v + i % 4);
       }
     for (int t = 0; t < 16; ++t) {
       g16[t] = t / 2;
@@ -111,8 +114,11 @@ inline __mmask64 load_mask(const uint8_t* p) {
 // added in; codes up to 63 keep plane_dot's int32 sums below 2^31 (8·63·127·2^14 < 2^30).
 template <int BITS>
 inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
-  static_assert(BITS >= 2 && BITS <= 6);
-  if constexpr (BITS >= 4) {
+  static_assert(BITS >= 2 && BITS <= 8 && BITS != 7);
+  if constexpr (BITS == 8) {  // the pack's order (Ctl::quad): the bytes are the operands
+    c0 = _mm512_loadu_si512(p);
+    c1 = _mm512_loadu_si512(p + 64);
+  } else if constexpr (BITS >= 4) {
     const __m512i mask4 = _mm512_set1_epi8(0x0F), raw = _mm512_loadu_si512(p);
     c0 = _mm512_and_si512(raw, mask4);
     c1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
@@ -148,6 +154,17 @@ inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
                                xv[2 * p + 1]);
   return _mm512_cvtepi32_ps(_mm512_add_epi32(
       _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
+}
+
+// plane_dot for 8-bit codes: a plane's sums (|.| <= 8·255·127) need the last combine in f32,
+// where c0·2^14 would pass 2^31.
+inline __m512 plane_dot8(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
+  __m512i a[3];
+  for (int p = 0; p < 3; ++p)
+    a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
+                               xv[2 * p + 1]);
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]));
+  return _mm512_fmadd_ps(hi, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
 }
 
 // `cnt` (<= 16) scales or biases of dtype t from p, as f32 (zeros past cnt).
@@ -399,7 +416,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
         for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = plane_dot(c0, c1, xv);
+        const __m512 v = BITS == 8 ? plane_dot8(c0, c1, xv) : plane_dot(c0, c1, xv);
         acc[r][m] =
             _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m])), v, acc[r][m]);
       };
@@ -598,9 +615,13 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
   const bool mlx = w.scheme == Scheme::affine || w.scheme == Scheme::mxfp4 ||
                    w.scheme == Scheme::nvfp4;  // MLX's code order
-  // 4-bit codes, and the pack's 5/6-bit ones (nibbles plus high bits), in nibble order.
-  const bool nibbles = w.bits == 4 || (w.pack != nullptr && w.bits >= 5);
-  const uint8_t(*order)[64] = !mlx ? kCtl.block32 : nibbles ? kCtl.nibble : kCtl.chunk;
+  // 4-bit codes, and the pack's 5/6-bit ones (nibbles plus high bits), in nibble order; the
+  // pack's 8-bit codes in fours.
+  const bool nibbles = w.bits == 4 || (w.pack != nullptr && (w.bits == 5 || w.bits == 6));
+  const uint8_t(*order)[64] = !mlx                               ? kCtl.block32
+                              : nibbles                          ? kCtl.nibble
+                              : w.pack != nullptr && w.bits == 8 ? kCtl.quad
+                                                                 : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -684,6 +705,8 @@ void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0,
       return by_group.template operator()<5>();
     case 6:
       return by_group.template operator()<6>();
+    case 8:
+      return by_group.template operator()<8>();
     default:
       return by_group.template operator()<4>();
   }
