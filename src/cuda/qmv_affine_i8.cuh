@@ -46,7 +46,6 @@
 #include "cuda/mma.cuh"
 #include "quanta/error.hpp"
 
-
 namespace quanta::cuda {
 
 inline constexpr int kI8Rows = 16;  // rows per block (the mma's M)
@@ -88,15 +87,14 @@ struct I8Geom {
   // flight per lane (H200 int4 g64: at M = 1, 6 pieces ran 5-15% faster than 4 and 8 slower; at
   // M = 2, where the registers are capped, 6 ran 10-20% slower than 4). 4-bit at M = 1 now takes
   // 4 pieces with its codes loaded L1::evict_first (below): 1.02-1.15x the 6 pieces without it,
-  // where either change alone ran 0.82-1.06x. 3/5/6 bits: the steps
-  // nearest to 96 bytes per row at M = 1 (at least 2 below 96-byte groups: 5-bit g128 ran 3-15%
-  // faster with 2 than 1) and to 64 at M = 2; ~2/3 and ~1.5x of that ran slower on most shapes.
+  // where either change alone ran 0.82-1.06x. 3/5/6 bits: the steps nearest to 96 bytes per row
+  // at M = 1 (at least 2 below 96-byte groups: 5-bit g128 ran 3-15% faster with 2 than 1) and to
+  // 64 at M = 2; ~2/3 and ~1.5x of that ran slower on most shapes.
   template <int MT>
-  static constexpr int kDepth = kWholeBytes
-                                    ? (kPieces == 1 ? 4 : std::max(1, (MT == 1 && BITS != 4 ? 6 : 4) / kPieces))
-                                : MT == 1 ? std::max(kGroupBytes < 96 ? 2 : 1,
-                                                     (96 + kGroupBytes / 2) / kGroupBytes)
-                                          : std::max(1, (64 + kGroupBytes / 2) / kGroupBytes);
+  static constexpr int kDepth =
+      kWholeBytes ? (kPieces == 1 ? 4 : std::max(1, (MT == 1 && BITS != 4 ? 6 : 4) / kPieces))
+      : MT == 1   ? std::max(kGroupBytes < 96 ? 2 : 1, (96 + kGroupBytes / 2) / kGroupBytes)
+                  : std::max(1, (64 + kGroupBytes / 2) / kGroupBytes);
   static_assert(kCodes == kSlices * 8 && kRegs % 2 == 0 && kSlices % 2 == 0);
   static_assert(kWords % I8Unit<BITS>::kWords == 0 && kGroupBytes % kPieceBytes == 0);
   // B words of one (group, plane): [piece][slice][2].
@@ -334,8 +332,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   // Not 8-bit (M = 2 0.91-1.24x), nor 4-bit g128 at M = 1: its 80 registers, against 70, no longer
   // fit 27648 x 5120 in one wave of 2-warp blocks (0.73x there). H200, f16 and bf16, three shapes
   // (docs/PERF.md).
-  constexpr bool kEvictFirst = (BITS == 4 && (MT == 2 || G != 128)) ||
-                               (BITS == 2 && !(MT == 2 && G == 128));
+  constexpr bool kEvictFirst =
+      (BITS == 4 && (MT == 2 || G != 128)) || (BITS == 2 && !(MT == 2 && G == 128));
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
