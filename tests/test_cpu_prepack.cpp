@@ -98,8 +98,9 @@ TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
     Format f;
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
   };
-  for (const Case& c : {Case{Format::gguf(Scheme::q4_1), 7}, Case{Format::mxfp4(), 7},
-                        Case{Format::nvfp4(), 7}, Case{Format::nvfp4(), 8}})
+  for (const Case& c :
+       {Case{Format::gguf(Scheme::q4_1), 7}, Case{Format::gguf(Scheme::q5_0), 7},
+        Case{Format::mxfp4(), 7}, Case{Format::nvfp4(), 7}, Case{Format::nvfp4(), 8}})
     for (int64_t k : {1280, 384}) {
       const Format& f = c.f;
       const int64_t n = 39;

@@ -63,6 +63,24 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
     std::memcpy(scale_out, src.scales + scales * step, static_cast<std::size_t>(scales));
     return;
   }
+  if (w.format.scheme == Scheme::q5_0) {
+    // Four blocks of [d f16][qh: 32 high bits][16 bytes of nibbles]: w = d·q - 16d is affine 5-bit
+    // with scale d and the bias derived in the kernel; the nibbles as q4_1's, the high bits of
+    // elements i and i + 16 (qh bits i, 16 + i) as the masks of the 5-bit layout (low halves,
+    // then high halves, 16 bits a block).
+    uint64_t high[2] = {};
+    for (int b = 0; b < 4; ++b) {
+      const uint8_t* blk = src.codes + (4 * step + b) * 22;
+      uint32_t qh;
+      std::memcpy(&qh, blk + 2, 4);
+      std::memcpy(code_out + 16 * b, blk + 6, 16);
+      std::memcpy(scale_out + 2 * b, blk, 2);
+      high[0] |= static_cast<uint64_t>(qh & 0xFFFFu) << (16 * b);
+      high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
+    }
+    std::memcpy(code_out + 64, high, 16);
+    return;
+  }
   if (w.format.scheme == Scheme::q4_1) {
     // Four blocks of [d f16][m f16][16 bytes of nibbles]: w = d·q + m is affine with scale d and
     // bias m; the 16 bytes (element i low, i + 16 high) are already in the order the planes of x
@@ -97,8 +115,10 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
   const bool affine = f.scheme == Scheme::affine;
-  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
-    return fmt::format("{} has no packed kernel (affine, q4_1, mxfp4 and nvfp4 do)", f.name());
+  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::q5_0 &&
+      f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
+    return fmt::format("{} has no packed kernel (affine, q4_1, q5_0, mxfp4 and nvfp4 do)",
+                       f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
@@ -125,12 +145,13 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  const bool q4_1 = w.format.scheme == Scheme::q4_1;
+  // GGUF blocks (q4_1, q5_0): d (and m) from the blocks, in f16.
+  const bool q4_1 = w.format.scheme == Scheme::q4_1, q5_0 = w.format.scheme == Scheme::q5_0;
   // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).
   const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
-  p->pack_dtype = q4_1 ? DType::f16 : w.scale_dtype;
+  p->pack_dtype = q4_1 || q5_0 ? DType::f16 : w.scale_dtype;
   p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
-  p->stores_biases = !fp4;
+  p->stores_biases = !fp4 && !q5_0;  // q5_0's -16d is derived in the kernel
   const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
@@ -165,7 +186,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       const int64_t run = ns * gpv * sz;  // one row's scale bytes in this chunk
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
-        const StepSource src{ec + row * row_code, q4_1 ? nullptr : es + row * groups * wsz,
+        const StepSource src{ec + row * row_code, q4_1 || q5_0 ? nullptr : es + row * groups * wsz,
                              p->stores_biases && !q4_1 ? eb + row * groups * wsz : nullptr};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
