@@ -81,6 +81,16 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
     std::memcpy(code_out + 64, high, 16);
     return;
   }
+  if (w.format.scheme == Scheme::q4_0) {
+    // Four blocks of [d f16][16 bytes of nibbles]: w = d·q - 8d, affine 4-bit with scale d and
+    // the bias derived in the kernel; the nibbles as q4_1's.
+    for (int b = 0; b < 4; ++b) {
+      const uint8_t* blk = src.codes + (4 * step + b) * 18;
+      std::memcpy(code_out + 16 * b, blk + 2, 16);
+      std::memcpy(scale_out + 2 * b, blk, 2);
+    }
+    return;
+  }
   if (w.format.scheme == Scheme::q4_1) {
     // Four blocks of [d f16][m f16][16 bytes of nibbles]: w = d·q + m is affine with scale d and
     // bias m; the 16 bytes (element i low, i + 16 high) are already in the order the planes of x
@@ -115,9 +125,9 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
   const bool affine = f.scheme == Scheme::affine;
-  if (!affine && f.scheme != Scheme::q4_1 && f.scheme != Scheme::q5_0 &&
+  if (!affine && f.scheme != Scheme::q4_0 && f.scheme != Scheme::q4_1 && f.scheme != Scheme::q5_0 &&
       f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
-    return fmt::format("{} has no packed kernel (affine, q4_1, q5_0, mxfp4 and nvfp4 do)",
+    return fmt::format("{} has no packed kernel (affine, q4_0, q4_1, q5_0, mxfp4 and nvfp4 do)",
                        f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
@@ -145,13 +155,15 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  // GGUF blocks (q4_1, q5_0): d (and m) from the blocks, in f16.
-  const bool q4_1 = w.format.scheme == Scheme::q4_1, q5_0 = w.format.scheme == Scheme::q5_0;
+  // GGUF blocks (q4_0, q4_1, q5_0): d (and m) from the blocks, in f16; q4_0 and q5_0 store no
+  // biases (the kernel derives -8d, -16d).
+  const bool q4_1 = w.format.scheme == Scheme::q4_1;
+  const bool gguf_d = w.format.scheme == Scheme::q4_0 || w.format.scheme == Scheme::q5_0;
   // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).
   const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
-  p->pack_dtype = q4_1 || q5_0 ? DType::f16 : w.scale_dtype;
+  p->pack_dtype = q4_1 || gguf_d ? DType::f16 : w.scale_dtype;
   p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
-  p->stores_biases = !fp4 && !q5_0;  // q5_0's -16d is derived in the kernel
+  p->stores_biases = !fp4 && !gguf_d;
   const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
@@ -186,7 +198,8 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       const int64_t run = ns * gpv * sz;  // one row's scale bytes in this chunk
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
-        const StepSource src{ec + row * row_code, q4_1 || q5_0 ? nullptr : es + row * groups * wsz,
+        const StepSource src{ec + row * row_code,
+                             q4_1 || gguf_d ? nullptr : es + row * groups * wsz,
                              p->stores_biases && !q4_1 ? eb + row * groups * wsz : nullptr};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,

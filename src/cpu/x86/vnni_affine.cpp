@@ -332,9 +332,9 @@ alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
 // biases times the group sums of x join the accumulators' lanes at once (they are summed in the
 // end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
 // the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
-// over the chunk's steps: one stream per thread, in address order. kQ5_0: GGUF q5_0 (5-bit codes,
-// f16 scales d, the bias -16d derived as fp4's -12·scale is).
-template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false, bool kQ5_0 = false>
+// over the chunk's steps: one stream per thread, in address order. kBias != 0: the pack stores
+// no biases and the bias is kBias times the scale (fp4 -12, GGUF q4_0 -8, q5_0 -16).
+template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false, int kBias = 0>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
@@ -383,8 +383,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const int ns = static_cast<int>(steps - s0 < w.pack_steps ? steps - s0 : w.pack_steps);
     const int cnt = ns * kGpv;  // groups per row in this chunk (<= 16)
     const int64_t code_bytes = R * ns * kCode;
-    constexpr bool kDerivedBias = kE2M1 || kQ5_0;
-    constexpr int kRuns = kDerivedBias ? 1 : 2;  // scales (and biases)
+    constexpr int kRuns = kBias != 0 ? 1 : 2;  // scales (and biases)
     const int64_t bytes = (code_bytes + kRuns * R * cnt * sz + 63) / 64 * 64;
     const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1u);
     const uint8_t* sp = p + code_bytes;
@@ -392,8 +391,8 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const int64_t g0 = s0 * kGpv;
     for (int r = 0; r < R; ++r) {
       const __m512 s = load_scales(sp + r * cnt * sz, cnt, k);
-      const __m512 b = kDerivedBias ? _mm512_mul_ps(s, _mm512_set1_ps(kE2M1 ? -12.0f : -16.0f))
-                                    : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
+      const __m512 b = kBias != 0 ? _mm512_mul_ps(s, _mm512_set1_ps(static_cast<float>(kBias)))
+                                  : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
         _mm512_store_ps(sc[r][m], _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0)));
         acc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0), acc[r][m]);
@@ -455,14 +454,14 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]) * global;
 }
 
-template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false, bool kQ5_0 = false>
+template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false, int kBias = 0>
 void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<BITS, G, M, kE2M1, kE4M3, kQ5_0>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
+    packed_tile<BITS, G, M, kE2M1, kE4M3, kBias>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
                                                  mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
@@ -684,14 +683,15 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
-  auto rows = [&]<int BITS, int G, bool kE2M1, bool kE4M3, bool kQ5_0 = false>() {
+  auto rows = [&]<int BITS, int G, bool kE2M1, bool kE4M3, int kBias = 0>() {
     with_rows(mp.m, [&]<int M>() {
-      packed_rows<BITS, G, M, kE2M1, kE4M3, kQ5_0>(w, mp, n0, n1, y, ldy);
+      packed_rows<BITS, G, M, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
     });
   };
-  if (w.pack_e4m3) return rows.template operator()<4, 16, true, true>();   // nvfp4
-  if (w.pack_e2m1) return rows.template operator()<4, 32, true, false>();  // mxfp4
-  if (w.scheme == Scheme::q5_0) return rows.template operator()<5, 32, false, false, true>();
+  if (w.pack_e4m3) return rows.template operator()<4, 16, true, true, -12>();   // nvfp4
+  if (w.pack_e2m1) return rows.template operator()<4, 32, true, false, -12>();  // mxfp4
+  if (w.scheme == Scheme::q4_0) return rows.template operator()<4, 32, false, false, -8>();
+  if (w.scheme == Scheme::q5_0) return rows.template operator()<5, 32, false, false, -16>();
   auto by_group = [&]<int BITS>() {
     switch (w.group) {
       case 32:
