@@ -47,10 +47,22 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
   std::memcpy(out + 64, high, bits == 5 ? 16 : 32);
 }
 
-// One row's step of 128 weights into the pack: its 64 bytes of codes, and 4 (q4_1) or 128 / G
-// (affine) scales and biases in the pack's dtype.
+// Where a packed GGUF block keeps its parts (d first, f16), or null for other schemes.
+struct GgufBlock {
+  int bytes, nibbles, min, qh;  // min, qh: -1 when the block has none
+};
+const GgufBlock* gguf_block(Scheme s) {
+  static constexpr GgufBlock q4_0{18, 2, -1, -1}, q4_1{20, 4, 2, -1}, q5_0{22, 6, -1, 2};
+  return s == Scheme::q4_0   ? &q4_0
+         : s == Scheme::q4_1 ? &q4_1
+         : s == Scheme::q5_0 ? &q5_0
+                             : nullptr;
+}
+
+// One row's step of 128 weights into the pack: its 16·bits bytes of codes, and 4 (GGUF) or
+// 128 / G (affine) scales and biases in the pack's dtype.
 struct StepSource {
-  const uint8_t* codes;   // the row's codes (affine) or blocks (q4_1)
+  const uint8_t* codes;   // the row's codes (affine) or blocks (GGUF)
   const uint8_t* scales;  // affine: the row's scales and biases
   const uint8_t* biases;
 };
@@ -63,44 +75,25 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
     std::memcpy(scale_out, src.scales + scales * step, static_cast<std::size_t>(scales));
     return;
   }
-  if (w.format.scheme == Scheme::q5_0) {
-    // Four blocks of [d f16][qh: 32 high bits][16 bytes of nibbles]: w = d·q - 16d is affine 5-bit
-    // with scale d and the bias derived in the kernel; the nibbles as q4_1's, the high bits of
-    // elements i and i + 16 (qh bits i, 16 + i) as the masks of the 5-bit layout (low halves,
-    // then high halves, 16 bits a block).
+  if (const GgufBlock* g = gguf_block(w.format.scheme)) {
+    // Four blocks of 32 as affine g32: scale d (f16 as stored), bias m (q4_1) or derived in the
+    // kernel (-8d, -16d); the 16 bytes of nibbles (element i low, i + 16 high) are already in the
+    // order the planes of x take for GGUF blocks (vnni_affine.cpp, Ctl::block32); q5_0's high bits
+    // of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit layout.
     uint64_t high[2] = {};
     for (int b = 0; b < 4; ++b) {
-      const uint8_t* blk = src.codes + (4 * step + b) * 22;
-      uint32_t qh;
-      std::memcpy(&qh, blk + 2, 4);
-      std::memcpy(code_out + 16 * b, blk + 6, 16);
+      const uint8_t* blk = src.codes + (4 * step + b) * g->bytes;
+      std::memcpy(code_out + 16 * b, blk + g->nibbles, 16);
       std::memcpy(scale_out + 2 * b, blk, 2);
-      high[0] |= static_cast<uint64_t>(qh & 0xFFFFu) << (16 * b);
-      high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
+      if (g->min >= 0) std::memcpy(bias_out + 2 * b, blk + g->min, 2);
+      if (g->qh >= 0) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + g->qh, 4);
+        high[0] |= static_cast<uint64_t>(qh & 0xFFFFu) << (16 * b);
+        high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
+      }
     }
-    std::memcpy(code_out + 64, high, 16);
-    return;
-  }
-  if (w.format.scheme == Scheme::q4_0) {
-    // Four blocks of [d f16][16 bytes of nibbles]: w = d·q - 8d, affine 4-bit with scale d and
-    // the bias derived in the kernel; the nibbles as q4_1's.
-    for (int b = 0; b < 4; ++b) {
-      const uint8_t* blk = src.codes + (4 * step + b) * 18;
-      std::memcpy(code_out + 16 * b, blk + 2, 16);
-      std::memcpy(scale_out + 2 * b, blk, 2);
-    }
-    return;
-  }
-  if (w.format.scheme == Scheme::q4_1) {
-    // Four blocks of [d f16][m f16][16 bytes of nibbles]: w = d·q + m is affine with scale d and
-    // bias m; the 16 bytes (element i low, i + 16 high) are already in the order the planes of x
-    // take for GGUF blocks (vnni_affine.cpp, Ctl::block32), so they are copied as they are.
-    for (int b = 0; b < 4; ++b) {
-      const uint8_t* blk = src.codes + (4 * step + b) * 20;
-      std::memcpy(code_out + 16 * b, blk + 4, 16);
-      std::memcpy(scale_out + 2 * b, blk, 2);
-      std::memcpy(bias_out + 2 * b, blk + 2, 2);
-    }
+    if (g->qh >= 0) std::memcpy(code_out + 64, high, 16);
     return;
   }
   const int64_t block_code = 16 * w.format.bits, gpv = kPackBlock / w.format.group_size;
@@ -124,9 +117,8 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
-  const bool affine = f.scheme == Scheme::affine;
-  if (!affine && f.scheme != Scheme::q4_0 && f.scheme != Scheme::q4_1 && f.scheme != Scheme::q5_0 &&
-      f.scheme != Scheme::mxfp4 && f.scheme != Scheme::nvfp4)
+  if (f.scheme != Scheme::affine && gguf_block(f.scheme) == nullptr && f.scheme != Scheme::mxfp4 &&
+      f.scheme != Scheme::nvfp4)
     return fmt::format("{} has no packed kernel (affine, q4_0, q4_1, q5_0, mxfp4 and nvfp4 do)",
                        f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
@@ -157,13 +149,12 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->batch = w.batch;
   // GGUF blocks (q4_0, q4_1, q5_0): d (and m) from the blocks, in f16; q4_0 and q5_0 store no
   // biases (the kernel derives -8d, -16d).
-  const bool q4_1 = w.format.scheme == Scheme::q4_1;
-  const bool gguf_d = w.format.scheme == Scheme::q4_0 || w.format.scheme == Scheme::q5_0;
+  const GgufBlock* gguf = gguf_block(w.format.scheme);
   // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).
   const bool fp4 = w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4;
-  p->pack_dtype = q4_1 || gguf_d ? DType::f16 : w.scale_dtype;
+  p->pack_dtype = gguf ? DType::f16 : w.scale_dtype;
   p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
-  p->stores_biases = !fp4 && !gguf_d;
+  p->stores_biases = !fp4 && (gguf == nullptr || gguf->min >= 0);
   const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
@@ -198,9 +189,8 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       const int64_t run = ns * gpv * sz;  // one row's scale bytes in this chunk
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const int64_t row = kPackRows * t + r;
-        const StepSource src{ec + row * row_code,
-                             q4_1 || gguf_d ? nullptr : es + row * groups * wsz,
-                             p->stores_biases && !q4_1 ? eb + row * groups * wsz : nullptr};
+        const StepSource src{ec + row * row_code, gguf ? nullptr : es + row * groups * wsz,
+                             p->stores_biases && !gguf ? eb + row * groups * wsz : nullptr};
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
                     sd_out + r * run + s * gpv * sz,
