@@ -98,9 +98,10 @@ TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
     Format f;
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
   };
-  for (const Case& c : {Case{Format::gguf(Scheme::q4_0), 7}, Case{Format::gguf(Scheme::q4_1), 7},
-                        Case{Format::gguf(Scheme::q5_0), 7}, Case{Format::mxfp4(), 7},
-                        Case{Format::nvfp4(), 7}, Case{Format::nvfp4(), 8}})
+  for (const Case& c :
+       {Case{Format::gguf(Scheme::q4_0), 7}, Case{Format::gguf(Scheme::q4_1), 7},
+        Case{Format::gguf(Scheme::q5_0), 7}, Case{Format::gguf(Scheme::q5_1), 7},
+        Case{Format::mxfp4(), 7}, Case{Format::nvfp4(), 7}, Case{Format::nvfp4(), 8}})
     for (int64_t k : {1280, 384}) {
       const Format& f = c.f;
       const int64_t n = 39;
@@ -268,7 +269,7 @@ TEST(CpuPrepack, WithoutPackedKernel) {
     Layout layout;
     int64_t k;
   };
-  const Shape shapes[] = {{Format::gguf(Scheme::q5_1), Layout::nk, 1024},
+  const Shape shapes[] = {{Format::gguf(Scheme::q2_K), Layout::nk, 1024},
                           {Format::gguf(Scheme::q8_0), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
                           {Format::affine(4, 64), Layout::kn, 1024},

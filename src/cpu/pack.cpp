@@ -52,10 +52,12 @@ struct GgufBlock {
   int bytes, nibbles, min, qh;  // min, qh: -1 when the block has none
 };
 const GgufBlock* gguf_block(Scheme s) {
-  static constexpr GgufBlock q4_0{18, 2, -1, -1}, q4_1{20, 4, 2, -1}, q5_0{22, 6, -1, 2};
+  static constexpr GgufBlock q4_0{18, 2, -1, -1}, q4_1{20, 4, 2, -1}, q5_0{22, 6, -1, 2},
+      q5_1{24, 8, 2, 4};
   return s == Scheme::q4_0   ? &q4_0
          : s == Scheme::q4_1 ? &q4_1
          : s == Scheme::q5_0 ? &q5_0
+         : s == Scheme::q5_1 ? &q5_1
                              : nullptr;
 }
 
@@ -76,10 +78,11 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
     return;
   }
   if (const GgufBlock* g = gguf_block(w.format.scheme)) {
-    // Four blocks of 32 as affine g32: scale d (f16 as stored), bias m (q4_1) or derived in the
-    // kernel (-8d, -16d); the 16 bytes of nibbles (element i low, i + 16 high) are already in the
-    // order the planes of x take for GGUF blocks (vnni_affine.cpp, Ctl::block32); q5_0's high bits
-    // of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit layout.
+    // Four blocks of 32 as affine g32: scale d (f16 as stored), bias m (q4_1, q5_1) or derived in
+    // the kernel (-8d, -16d); the 16 bytes of nibbles (element i low, i + 16 high) are already in
+    // the order the planes of x take for GGUF blocks (vnni_affine.cpp, Ctl::block32); q5_0/q5_1's
+    // high bits of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit
+    // layout.
     uint64_t high[2] = {};
     for (int b = 0; b < 4; ++b) {
       const uint8_t* blk = src.codes + (4 * step + b) * g->bytes;
@@ -119,8 +122,8 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
   if (f.scheme != Scheme::affine && gguf_block(f.scheme) == nullptr && f.scheme != Scheme::mxfp4 &&
       f.scheme != Scheme::nvfp4)
-    return fmt::format("{} has no packed kernel (affine, q4_0, q4_1, q5_0, mxfp4 and nvfp4 do)",
-                       f.name());
+    return fmt::format(
+        "{} has no packed kernel (affine, q4_0, q4_1, q5_0, q5_1, mxfp4 and nvfp4 do)", f.name());
   if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
@@ -147,7 +150,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  // GGUF blocks (q4_0, q4_1, q5_0): d (and m) from the blocks, in f16; q4_0 and q5_0 store no
+  // GGUF blocks (q4_0, q4_1, q5_0, q5_1): d (and m) from the blocks, in f16; q4_0 and q5_0 store no
   // biases (the kernel derives -8d, -16d).
   const GgufBlock* gguf = gguf_block(w.format.scheme);
   // mxfp4 and nvfp4: scales only, their E8M0 / E4M3 bytes as stored (the kernel converts them).

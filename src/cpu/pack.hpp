@@ -1,5 +1,5 @@
-// quanta::prepack on the host: affine (every width), GGUF q4_0, q4_1 and q5_0, mxfp4 and nvfp4
-// W [N, K]
+// quanta::prepack on the host: affine (every width), GGUF q4_0, q4_1, q5_0 and q5_1, mxfp4 and
+// nvfp4 W [N, K]
 // re-laid out so the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as
 // one run of bytes.
 //
@@ -27,7 +27,7 @@
 //
 // GGUF q5_0 (w = d·(q - 16)) packs as affine 5-bit g32 (nibbles plus a mask of the fifth bits,
 // from its qs and qh) with scales d in f16 and no biases: the kernel derives -16d; q4_0 likewise
-// as 4-bit g32 with -8d.
+// as 4-bit g32 with -8d; q5_1 as 5-bit g32 with its m as the biases.
 //
 // mxfp4 (w = 2^(E - 127)·v, v an E2M1 value) is affine with codes u = 2v + 12 (0..24: the kernel
 // maps each nibble by a byte shuffle), scale 2^(E - 128) and bias -12 times the scale; nvfp4 the
