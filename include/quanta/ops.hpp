@@ -46,11 +46,11 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
 
 // Packs a host matrix once for the host backend's M = 1..4 kernels and returns it with the pack
 // attached (w.host_pack; w's own buffers are shared, not copied, and every other path still
-// reads them). Today: affine (every width), GGUF q4_0, q4_1, q5_0 and q5_1, mxfp4 and nvfp4, W [N, K], K a multiple
-// of 128, on a CPU whose kernels use AVX512-VNNI: each four rows' codes, scales and biases become
-// one run of bytes (the GEMV then reads one stream per thread). The pack costs a second copy of
-// the weights. Where no packed kernel applies, w comes back as it was, without a pack. Throws for
-// a device matrix.
+// reads them). Today: affine (every width), GGUF q4_0, q4_1, q5_0 and q5_1, mxfp4 and nvfp4;
+// W [N, K], K a multiple of 128, on a CPU whose kernels use AVX512-VNNI: each four rows' codes,
+// scales and biases become one run of bytes (the GEMV then reads one stream per thread). The pack
+// costs a second copy of the weights. Where no packed kernel applies, w comes back as it was,
+// without a pack. Throws for a device matrix.
 QuantizedMatrix prepack(const QuantizedMatrix& w, const Context& ctx = {});
 
 // Whether this build has the CUDA backend and a usable device.

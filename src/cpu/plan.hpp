@@ -36,7 +36,8 @@ struct WeightPlan {
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
   // M = 1 GEMV only, decided once per call (vnni_active()): the K-quants and affine 2/3/4-bit (and
-  // prepacked 5/6/8-bit) take x as integer planes (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
+  // prepacked 5/6/8-bit) take x as integer planes (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the
+  // avx512 level.
   bool int8_x = false;
   // The rows as quanta::prepack packed them (cpu/pack.hpp), or null: with int8_x, the affine
   // GEMV at M = 1..4 reads these instead of codes, scales and biases.

@@ -146,25 +146,19 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
 }
 
 // The block's dot products per int32 lane: both code vectors against x's three planes, combined
-// as p0·2^14 + p1·2^7 + p2 in int32 (|.| < 2^28: exact), as f32.
+// as p0·2^14 + p1·2^7 + p2, as f32. In int32 for codes up to 63 (|.| <= 8·63·127·2^14 < 2^30:
+// exact); 8-bit codes (8·255·127·2^14 would pass 2^31) take the last combine in f32.
+template <int BITS = 4>
 inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
   __m512i a[3];
   for (int p = 0; p < 3; ++p)
     a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
                                xv[2 * p + 1]);
-  return _mm512_cvtepi32_ps(_mm512_add_epi32(
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7), a[2]));
-}
-
-// plane_dot for 8-bit codes: a plane's sums (|.| <= 8·255·127) need the last combine in f32,
-// where c0·2^14 would pass 2^31.
-inline __m512 plane_dot8(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
-  __m512i a[3];
-  for (int p = 0; p < 3; ++p)
-    a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
-                               xv[2 * p + 1]);
-  const __m512 hi = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]));
-  return _mm512_fmadd_ps(hi, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[2]));
+  const __m512i hi = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
+  if constexpr (BITS == 8)
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_set1_ps(128.0f),
+                           _mm512_cvtepi32_ps(a[2]));
+  return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(hi, 7), a[2]));
 }
 
 // `cnt` (<= 16) scales or biases of dtype t from p, as f32 (zeros past cnt).
@@ -334,7 +328,7 @@ alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
 // the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
 // over the chunk's steps: one stream per thread, in address order. kBias != 0: the pack stores
 // no biases and the bias is kBias times the scale (fp4 -12, GGUF q4_0 -8, q5_0 -16).
-template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false, int kBias = 0>
+template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false, int kBias = kE2M1 ? -12 : 0>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
@@ -417,7 +411,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
         for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = BITS == 8 ? plane_dot8(c0, c1, xv) : plane_dot(c0, c1, xv);
+        const __m512 v = plane_dot<BITS>(c0, c1, xv);
         acc[r][m] =
             _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m])), v, acc[r][m]);
       };
@@ -454,7 +448,8 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]) * global;
 }
 
-template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false, int kBias = 0>
+template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false,
+          int kBias = kE2M1 ? -12 : 0>
 void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
@@ -683,13 +678,13 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
-  auto rows = [&]<int BITS, int G, bool kE2M1, bool kE4M3, int kBias = 0>() {
+  auto rows = [&] < int BITS, int G, bool kE2M1, bool kE4M3, int kBias = kE2M1 ? -12 : 0 > () {
     with_rows(mp.m, [&]<int M>() {
       packed_rows<BITS, G, M, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
     });
   };
-  if (w.pack_e4m3) return rows.template operator()<4, 16, true, true, -12>();   // nvfp4
-  if (w.pack_e2m1) return rows.template operator()<4, 32, true, false, -12>();  // mxfp4
+  if (w.pack_e4m3) return rows.template operator()<4, 16, true, true>();   // nvfp4
+  if (w.pack_e2m1) return rows.template operator()<4, 32, true, false>();  // mxfp4
   if (w.scheme == Scheme::q4_0) return rows.template operator()<4, 32, false, false, -8>();
   if (w.scheme == Scheme::q5_0) return rows.template operator()<5, 32, false, false, -16>();
   auto by_group = [&]<int BITS>() {

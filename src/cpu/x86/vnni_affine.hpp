@@ -1,9 +1,9 @@
 // Affine 2-, 3- and 4-bit GEMV (M = 1, W [N, K]; from a host pack also 5-, 6- and 8-bit, whose
 // codes the pack lays out as nibbles plus masks of the high bits, or bytes in fours) on integer
 // dot products, inside the
-// avx512 level where the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernel (engine/gemv.hpp)
-// spends an unpack (3-bit: across bytes), a convert and an FMA per 16 codes and reads 4 bytes
-// of x from L2 per weight.
+// avx512 level where the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernel
+// (engine/gemv.hpp) spends an unpack (3-bit: across bytes), a convert and an FMA per 16 codes and
+// reads 4 bytes of x from L2 per weight.
 //
 //   x, once per call, becomes three int8 planes per 128-element block:
 //     x[i] = 2^e · (c0·2^14 + c1·2^7 + c2),  |c0| <= 127, |c1|, |c2| <= 64,
