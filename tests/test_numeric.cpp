@@ -89,5 +89,10 @@ TEST(Numeric, Bf16EncodeRoundsToNearestEven) {
   EXPECT_EQ(f32_to_bf16_bits(bits_float(0x3f818000u)), 0x3f82);  // tie to even (up)
 }
 
+TEST(Numeric, Pow2fIsLdexpOfOne) {
+  for (int k = -400; k <= 400; ++k)
+    ASSERT_EQ(float_bits(pow2f(k)), float_bits(std::ldexp(1.0f, k))) << k;
+}
+
 }  // namespace
 }  // namespace quanta

@@ -35,6 +35,15 @@ QUANTA_HD QUANTA_FORCEINLINE float bits_float(uint32_t u) {
 #endif
 }
 
+// 2^k as f32, exactly std::ldexp(1.0f, k): Inf past 2^127, subnormals down to 2^-149, then 0.
+// Without libm's call (the CPU GEMV's x planes take several per 128 elements of x).
+QUANTA_HD QUANTA_FORCEINLINE float pow2f(int k) {
+  if (k > 127) return bits_float(0x7F800000u);
+  if (k >= -126) return bits_float(static_cast<uint32_t>(k + 127) << 23);
+  if (k >= -149) return bits_float(uint32_t{1} << (k + 149));
+  return 0.0f;
+}
+
 // IEEE binary16, round to nearest even. Values >= 65520 become Inf; NaN stays a quiet NaN.
 QUANTA_HD inline uint16_t f32_to_f16_bits(float f) {
   const uint32_t x = float_bits(f);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cpu/x86/vnni_common.hpp"
+#include "quanta/numeric.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -56,11 +57,11 @@ alignas(64) constexpr Ctl kCtl{};
 // powers of two, and remainders smaller than the value they come from, on a grid x already lies on.
 void block_digits(const float* xb, uint8_t* pb, int e, const uint8_t (*order)[64]) {
   alignas(64) int8_t digit[3][kBlock];
-  const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 14)));
-  const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 14));
-  const __m512 up1 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 7)));
-  const __m512 down1 = _mm512_set1_ps(std::ldexp(1.0f, e + 7));
-  const __m512 up2 = _mm512_set1_ps(std::ldexp(1.0f, -e));
+  const __m512 up0 = _mm512_set1_ps(pow2f(-(e + 14)));
+  const __m512 down0 = _mm512_set1_ps(pow2f(e + 14));
+  const __m512 up1 = _mm512_set1_ps(pow2f(-(e + 7)));
+  const __m512 down1 = _mm512_set1_ps(pow2f(e + 7));
+  const __m512 up2 = _mm512_set1_ps(pow2f(-e));
   for (int v = 0; v < kBlock / 16; ++v) {
     const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
     const __m512 c0 = round_even(_mm512_mul_ps(xv, up0));
@@ -632,7 +633,7 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
     int e = std::ilogb(big[b]) - 20;
     if (std::nearbyint(std::ldexp(big[b], -(e + 14))) > 127.0f) ++e;
     block_digits(x + b * kBlock, pb, e, order);
-    big[b] = std::ldexp(1.0f, e);
+    big[b] = pow2f(e);
   }
   // Every group takes its block's 2^e; from the last block down, as big[] is read in place.
   for (int64_t b = blocks - 1; b >= 0; --b) {

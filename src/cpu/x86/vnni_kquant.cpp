@@ -7,6 +7,7 @@
 
 #include "cpu/engine/kquant_scales.hpp"
 #include "cpu/x86/vnni_common.hpp"
+#include "quanta/numeric.hpp"
 
 namespace quanta::cpu::vnni {
 
@@ -303,7 +304,7 @@ bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int s
       continue;
     }
     const int e = std::ilogb(pow2[b]) - shift;
-    pow2[b] = std::ldexp(1.0f, e);
+    pow2[b] = pow2f(e);
     digits(x + b * kBlockElems, pb, e);
   }
   return true;
@@ -315,9 +316,8 @@ bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int s
 // (2^-27) ran 1.10-1.4x slower on one core from L3 (docs/perf-cpu.md).
 bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return split_blocks(x, k, planes, pow2, 19, [](const float* xb, uint8_t* pb, int e) {
-    const float up[3] = {std::ldexp(1.0f, -(e + 14)), std::ldexp(1.0f, -(e + 7)),
-                         std::ldexp(1.0f, -e)};
-    const float down[2] = {std::ldexp(1.0f, e + 14), std::ldexp(1.0f, e + 7)};
+    const float up[3] = {pow2f(-(e + 14)), pow2f(-(e + 7)), pow2f(-e)};
+    const float down[2] = {pow2f(e + 14), pow2f(e + 7)};
     for (int v = 0; v < 16; ++v) {
       // Elements 16v .. 16v + 15: code j = (v % 8) / 2 of bytes 32 (v / 8) + 16 (v % 2) ...
       const int pos = 32 * (v / 8) + 16 * (v % 2), j = (v % 8) / 2;
@@ -338,9 +338,9 @@ template <class RunStart>
 bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStart run_start) {
   return split_blocks(x, k, planes, pow2, 28, [&](const float* xb, uint8_t* pb, int e) {
     alignas(64) int16_t digit[2][kBlockElems];
-    const __m512 up0 = _mm512_set1_ps(std::ldexp(1.0f, -(e + 15)));
-    const __m512 down0 = _mm512_set1_ps(std::ldexp(1.0f, e + 15));
-    const __m512 up1 = _mm512_set1_ps(std::ldexp(1.0f, -e));
+    const __m512 up0 = _mm512_set1_ps(pow2f(-(e + 15)));
+    const __m512 down0 = _mm512_set1_ps(pow2f(e + 15));
+    const __m512 up1 = _mm512_set1_ps(pow2f(-e));
     for (int v = 0; v < 16; ++v) {
       const __m512 xv = _mm512_loadu_ps(xb + 16 * v);
       const __m512 c0 = round_even(_mm512_mul_ps(xv, up0));
