@@ -24,7 +24,7 @@ for s in $steps; do
       f="$f:All/CudaAffine.QvmKernel/b4_g64:All/CudaAffine.F32Kernel/b5_g128:All/CudaAffine.AutoSelectionEveryM/b4_g64"
       f="$f:All/CudaGeneric.*/q4_K:All/CudaGeneric.*/affine_3b_g32:All/CudaGeneric.*/nvfp4"
       f="$f:All/CudaQuantize.*/affine_4b_g64:All/CudaQuantize.*/mxfp4:All/CudaQuantize.*/nvfp4"
-      f="$f:All/CudaAffine.IntegerMmaQmv/b4_g64:All/CudaAffine.IntegerMmaQmv/b2_g32:All/CudaAffine.IntegerMmaQmv/b5_g128:All/CudaAffine.RegisterDirectQmv/b3_g64:All/CudaAffine.IntegerMmaSmallM/b4_g64:All/CudaAffine.IntegerMmaSmallM/b8_g128:All/CudaAffine.DequantizeThenCublas/b4_g64:CudaAffineDq.*:CudaDequantize.*:All/CudaAffine.WgmmaKernel/b4_g64:All/CudaAffine.RegisterFedQmm/b4_g64:All/CudaAffine.WgmmaRegisterFed/b4_g32"
+      f="$f:All/CudaAffine.IntegerMmaQmv/b4_g64:All/CudaAffine.IntegerMmaQmv/b4_g128:All/CudaAffine.IntegerMmaQmv/b2_g32:All/CudaAffine.IntegerMmaQmv/b5_g128:All/CudaAffine.RegisterDirectQmv/b3_g64:All/CudaAffine.IntegerMmaSmallM/b4_g64:All/CudaAffine.IntegerMmaSmallM/b8_g128:All/CudaAffine.DequantizeThenCublas/b4_g64:CudaAffineDq.*:CudaDequantize.*:All/CudaAffine.WgmmaKernel/b4_g64:All/CudaAffine.RegisterFedQmm/b4_g64:All/CudaAffine.WgmmaRegisterFed/b4_g32"
       f="$f:All/CudaGeneric.ScaledGemv/mxfp4:All/CudaGeneric.ScaledGemv/nvfp4:All/CudaGeneric.ScaledGemv/mxfp8:All/CudaGeneric.ScaledGemv/e4m3_channel"
       f="$f:All/CudaGeneric.ScaledGather/mxfp4:All/CudaGeneric.ScaledGather/nvfp4:All/CudaGeneric.ScaledGather/e5m2_channel"
       f="$f:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp4:All/CudaGeneric.ScaledRegisterFed/e5m2_channel:All/CudaGeneric.DequantizeThenCublas/mxfp8:All/CudaAffine.GatherKernel/b4_g64:All/CudaAffine.GatherKernel/b3_g32"

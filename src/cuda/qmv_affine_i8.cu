@@ -111,10 +111,11 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
     return matmul_generic(x, w, nullptr, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   const int groups = static_cast<int>(w.k / w.format.group_size);
+  // x's planes, then (d, X) per group of the geometry that runs (i8_run_group: K / 32 at most).
   auto* scratch = static_cast<uint8_t*>(
       stream_scratch(stream, Scratch::x_planes,
                      static_cast<std::size_t>(x.rows) *
-                         (i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * groups)));
+                         (i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * (w.k / 32))));
   I8Args a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
   a.scales = w.scales;

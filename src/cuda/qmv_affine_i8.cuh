@@ -12,6 +12,9 @@
 // masks first (~0.7-1.2 instructions per code, cuda/i8_layout.hpp), in an order of codes over
 // the registers that x's planes follow.
 //
+// Groups of 128 of 4- and 8-bit codes run as pairs of groups of 64 that share the scale and bias
+// (i8_run_group): below, G is the group of the geometry that runs.
+//
 // Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups, and each
 // serves every row of x (MT = M: both rows share the code registers). In a step,
 // lane (g = lane/4, q = lane%4) streams group 4s+q of rows g and g+8 in pieces (16 bytes for
@@ -207,6 +210,16 @@ __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[
   }
 }
 
+// The group of the geometry that runs a matrix with groups of `group`: groups of 128 of 4- and
+// 8-bit codes run as two groups of 64 that share a scale and bias (x's planes and sums per 64).
+// H200, f16 and bf16, M = 1 and 2, three shapes: 4-bit 1.07-1.25x (twice as many steps per row
+// of W, so warps take even shares, and the g64 instances' L1 eviction policy), 8-bit 1.33-1.44x
+// on 14336 x 5120 and 5120 x 14336, 1.01-1.02x on 27648 x 5120; 2-bit ran 0.79-0.94x and keeps
+// its groups (docs/PERF.md).
+constexpr int i8_run_group(int bits, int group) {
+  return group == 128 && (bits == 4 || bits == 8) ? 64 : group;
+}
+
 // Bytes of x's two int8 planes per row of x (the pre-pass's scratch holds them, then (d, X)).
 __host__ __device__ inline std::size_t i8_planes_bytes(int k) {
   return static_cast<std::size_t>(k) * 2;
@@ -293,7 +306,9 @@ inline Error i8_width_error(std::string_view kernel, int bits, int group) {
                std::to_string(bits) + "-bit codes in groups of " + std::to_string(group));
 }
 
-template <class T, int BITS, int G, int MT>
+// G: the geometry's group (codes, x's planes and (d, X) per group of G); SG: the matrix's group,
+// a multiple of G, whose scale and bias serve SG / G consecutive groups of the geometry.
+template <class T, int BITS, int G, int MT, int SG = G>
 __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = I8Geom<BITS, G>;
@@ -322,8 +337,9 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kGroupBytes;
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
-  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups,
-                sb_hi = static_cast<int64_t>(r_hi) * groups;
+  static_assert(SG % G == 0);
+  const int64_t sb_lo = static_cast<int64_t>(r_lo) * (a.k / SG),
+                sb_hi = static_cast<int64_t>(r_hi) * (a.k / SG);
   uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
   T ring_sb[DS][4];
   // Codes marked first for L1 eviction where that measured faster: 4-bit at M = 2 (g64
@@ -331,7 +347,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   // g64 1.02-1.15x, g32 1.07x), 2-bit (g64 1.03-1.10x) but groups of 128 at M = 2 (0.92-0.99x).
   // Not 8-bit (M = 2 0.91-1.24x), nor 4-bit g128 at M = 1: its 80 registers, against 70, no longer
   // fit 27648 x 5120 in one wave of 2-warp blocks (0.73x there). H200, f16 and bf16, three shapes
-  // (docs/PERF.md).
+  // (docs/PERF.md). (4-bit groups of 128 now run the g64 geometry, i8_run_group, so take it.)
   constexpr bool kEvictFirst =
       (BITS == 4 && (MT == 2 || G != 128)) || (BITS == 2 && !(MT == 2 && G == 128));
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
@@ -343,7 +359,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   };
   auto load_sb = [&](int s, T(&sb)[4]) {
     if (s < steps) {
-      const int grp = 4 * s + q;
+      const int grp = (4 * s + q) / (SG / G);
       sb[0] = scales[sb_lo + grp], sb[1] = biases[sb_lo + grp];
       sb[2] = scales[sb_hi + grp], sb[3] = biases[sb_hi + grp];
     }
@@ -374,7 +390,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
     const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
     // Two accumulator chains per row of x (even and odd k32 slices, summed after the step) where
-    // that measured faster: M = 2 with 4-bit g128 (1.10-1.12x) and 6-bit g64 (1.06-1.27x). Every
+    // that measured faster: M = 2 with 4-bit g128 (1.10-1.12x; that geometry is no longer run:
+    // i8_run_group) and 6-bit g64 (1.06-1.27x). Every
     // other M = 2 instance ran 0.78-1.05x with them (3-bit g128 0.78-0.80x), and M = 1 0.74-1.16x,
     // as the registers moved the one-wave warp count (H200, f16, three shapes; docs/PERF.md).
     constexpr bool kSplit = MT == 2 && ((BITS == 4 && G == 128) || (BITS == 6 && G == 64));
@@ -479,29 +496,36 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 }
 
 // Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch
-// (its first code loads overlap the pre-pass).
+// (its first code loads overlap the pre-pass), on the geometry of groups of RG (i8_run_group) for
+// a matrix with groups of G.
 // warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process).
-template <class T, int BITS, int G, int MT>
-cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
-  const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / G / 4;
+template <class T, int BITS, int RG, int MT, int G>
+cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t stream) {
+  const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / RG / 4;
   if (warps == 0) {
     static const I8Occupancy occ =
-        i8_occupancy(qmv_affine_i8_kernel<T, BITS, G, MT>, MT * kI8Rows * sizeof(float));
+        i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
     warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, steps >= 32 ? 8 : 1);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
   if (cudaError_t e =
-          launch_prepass(qmv_x_planes_kernel<T, BITS, G>, dim3((threads + 127) / 128, a.m),
+          launch_prepass(qmv_x_planes_kernel<T, BITS, RG>, dim3((threads + 127) / 128, a.m),
                          dim3(128), stream, static_cast<const T*>(a.x), a.planes, a.gx, a.k);
       e != cudaSuccess)
     return e;
   I8Args b = a;
   if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
-  return launch_dependent(qmv_affine_i8_kernel<T, BITS, G, MT>, dim3(static_cast<unsigned>(tiles)),
-                          dim3(static_cast<unsigned>(warps * 32)),
-                          static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream,
-                          b);
+  return launch_dependent(
+      qmv_affine_i8_kernel<T, BITS, RG, MT, G>, dim3(static_cast<unsigned>(tiles)),
+      dim3(static_cast<unsigned>(warps * 32)),
+      static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream, b);
+}
+
+// The matrix's groups of G on the geometry i8_run_group picks.
+template <class T, int BITS, int G, int MT>
+cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
+  return launch_qmv_affine_i8_on<T, BITS, i8_run_group(BITS, G), MT, G>(a, warps, stream);
 }
 
 }  // namespace quanta::cuda
