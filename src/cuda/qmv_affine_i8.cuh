@@ -12,8 +12,8 @@
 // masks first (~0.7-1.2 instructions per code, cuda/i8_layout.hpp), in an order of codes over
 // the registers that x's planes follow.
 //
-// Groups of 128 of 4- and 8-bit codes run as pairs of groups of 64 that share the scale and bias
-// (i8_run_group): below, G is the group of the geometry that runs.
+// Groups of 128 of 4-, 6- and 8-bit codes (5-bit at M = 1) run as pairs of groups of 64 that
+// share the scale and bias (i8_run_group): below, G is the group of the geometry that runs.
 //
 // Tile: a block owns 16 rows (the mma's M); its warps split K in steps of 4 groups, and each
 // serves every row of x (MT = M: both rows share the code registers). In a step,
@@ -210,14 +210,17 @@ __device__ __forceinline__ void i8_load_piece(const uint8_t* src, uint32_t (&w)[
   }
 }
 
-// The group of the geometry that runs a matrix with groups of `group`: groups of 128 of 4- and
-// 8-bit codes run as two groups of 64 that share a scale and bias (x's planes and sums per 64).
-// H200, f16 and bf16, M = 1 and 2, three shapes: 4-bit 1.07-1.25x (twice as many steps per row
-// of W, so warps take even shares, and the g64 instances' L1 eviction policy), 8-bit 1.33-1.44x
-// on 14336 x 5120 and 5120 x 14336, 1.01-1.02x on 27648 x 5120; 2-bit ran 0.79-0.94x and keeps
-// its groups (docs/PERF.md).
-constexpr int i8_run_group(int bits, int group) {
-  return group == 128 && (bits == 4 || bits == 8) ? 64 : group;
+// The group of the geometry that runs a matrix with groups of `group` at MT rows of x: groups of
+// 128 run as two groups of 64 that share a scale and bias (x's planes and sums per 64) for 4-, 6-
+// and 8-bit codes, and 5-bit at M = 1. H200, three shapes, M = 1 and 2 (docs/PERF.md): 4-bit
+// 1.07-1.25x (twice as many steps per row of W, so warps take even shares, and the g64
+// instances' L1 eviction policy), 8-bit 1.33-1.44x on 14336 x 5120 and 5120 x 14336 (1.01-1.02x
+// on 27648 x 5120), 6-bit 1.03-1.11x, 5-bit at M = 1 1.01-1.26x (M = 2 0.76-0.94x). 2-bit
+// (0.79-0.94x) and 3-bit (0.91-1.13x) keep their groups, as does every width's g64 (as two
+// groups of 32: 0.5-1.09x but for 8-bit on 27648 x 5120).
+constexpr int i8_run_group(int bits, int group, int mt) {
+  const bool halve = bits == 4 || bits == 6 || bits == 8 || (bits == 5 && mt == 1);
+  return group == 128 && halve ? 64 : group;
 }
 
 // Bytes of x's two int8 planes per row of x (the pre-pass's scratch holds them, then (d, X)).
@@ -525,7 +528,7 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
 // The matrix's groups of G on the geometry i8_run_group picks.
 template <class T, int BITS, int G, int MT>
 cudaError_t launch_qmv_affine_i8(const I8Args& a, int warps, cudaStream_t stream) {
-  return launch_qmv_affine_i8_on<T, BITS, i8_run_group(BITS, G), MT, G>(a, warps, stream);
+  return launch_qmv_affine_i8_on<T, BITS, i8_run_group(BITS, G, MT), MT, G>(a, warps, stream);
 }
 
 }  // namespace quanta::cuda
