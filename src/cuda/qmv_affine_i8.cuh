@@ -509,7 +509,10 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, steps >= 32 ? 8 : 1);
+    // Where no count >= 2 fits one wave: 8 warps for 8-bit codes whatever K (27648 x 5120, 20
+    // steps, 78 registers: f16 M = 1 and 2 1.15-1.25x against 1 warp, docs/PERF.md).
+    const int fallback = BITS == 8 || steps >= 32 ? 8 : 1;
+    warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, fallback);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
   if (cudaError_t e =
