@@ -142,8 +142,22 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// q3_K: q' = code | hbit << 2 (0..7) by the signed 6-bit scale; the -4 of every code is the
-// f32 term -4 · d · Σ_j s_j · xs_j.
+// Lane L of code vector j (bytes 4L .. 4L + 3) lies in sub-block 8 (L / 8) + 2j + (L % 8) / 4.
+struct Q3Lanes {
+  alignas(64) int32_t idx[4][16] = {};
+  constexpr Q3Lanes() {
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l) idx[j][l] = 8 * (l / 8) + 2 * j + (l % 8) / 4;
+  }
+};
+alignas(64) constexpr Q3Lanes kQ3Lanes{};
+
+// q3_K on q2_K's three int8 planes: q' = code | hbit << 2 (0..7) against each plane (vpdpbusd),
+// the planes combined in int32 as they are summed (|.| <= 4·7·64·(2^14 + 2^7 + 1) < 2^25), then
+// each lane by its sub-block's signed 6-bit scale in f32; the -4 of every code is the f32 term
+// -4 · d · Σ_j s_j · xs_j. Against the int16 planes with the scale in the code bytes (vpmaddubsw,
+// then vpdpwssd) this ran 1.18-1.25x on one core from L3 and 1.22-1.28x from DRAM
+// (docs/perf-cpu.md).
 template <int R, int M>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
               const MultiPlanes& xr, float* y, int64_t ldy) {
@@ -151,7 +165,6 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
   block_rows<R, kQ3Bytes, M>(
       rp, next, blocks, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
-        // The 16 signed scales (6 bits, minus 32), one per int32 lane, then one per byte.
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
             _mm512_load_si512(kquant::kQ3Ctl.ctl));
@@ -160,32 +173,35 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         const __m512i hi = _mm512_and_si512(
             _mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQ3Ctl.hi)), _mm512_set1_epi32(0x30));
         const __m512i s32 = _mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32));
-        const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(s32));
-        // High bits: byte 32h + l holds hmask[l] >> 4h, so code j's bit is bit j of every byte.
+        const float d = half_to_float(blk + 108);
+        const __m512 sf = _mm512_cvtepi32_ps(s32);
+        __m512 sm[M];
+        for (int m = 0; m < M; ++m) sm[m] = _mm512_mul_ps(sf, _mm512_set1_ps(d * xr.pow2[m][b]));
         const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
         const __m512i hb =
             _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
         const __m512i qs = _mm512_loadu_si512(blk + 32);
-        __m512i a0[M], a1[M];
-        for (int m = 0; m < M; ++m) a0[m] = a1[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
-          // bit j of hb to bit 2
           const __m512i h = j < 2    ? _mm512_sll_epi16(hb, _mm_cvtsi32_si128(2 - j))
                             : j == 2 ? hb
                                      : _mm512_srli_epi16(hb, 1);
           const __m512i q =
               _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-          dot16<M>(q, kCtl.sub[j], s8, pb, j, a0, a1);
+          const __m512i lanes = _mm512_load_si512(kQ3Lanes.idx[j]);
+          for (int m = 0; m < M; ++m) {
+            const uint8_t* pj = pb[m] + j * 64;
+            __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
+            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
+            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
+            acc[m] =
+                _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, sm[m]), _mm512_cvtepi32_ps(a), acc[m]);
+          }
         }
-        const float d = half_to_float(blk + 108);
-        const __m512 s4 = _mm512_mul_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(4.0f * d));
-        for (int m = 0; m < M; ++m) {
-          acc[m] =
-              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
+        const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
+        for (int m = 0; m < M; ++m)
           acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
-        }
       });
 }
 
@@ -370,6 +386,7 @@ bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStar
 bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2) {
   switch (scheme) {
     case Scheme::q2_K:
+    case Scheme::q3_K:  // the same code order and planes
       return q2k_prep(x, k, planes, pow2);
     case Scheme::q4_K:
     case Scheme::q5_K:
@@ -377,7 +394,7 @@ bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2
       // of vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
       return int16_prep(x, k, planes, pow2,
                         [](int j, int h) { return 128 * (j / 2) + 64 * h + 32 * (j % 2); });
-    default:  // q3_K, q6_K: byte 32h + l of code j is element 128h + 32j + l
+    default:  // q6_K: byte 32h + l of code j is element 128h + 32j + l
       return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
   }
 }

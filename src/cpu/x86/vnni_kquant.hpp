@@ -11,14 +11,16 @@
 //   and vpdpbusd sums 64 such products against a plane per instruction;
 //   per block and row the three plane sums become one f32 vector, scaled by d·2^e; the min term
 //   (dmin · m_j · Σx over sub-block j) stays in f32.
-// q3_K: its signed 6-bit scales do not fit a byte product, so x becomes two int16 planes
-//   (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14, the same 2^-27 precision), the 3-bit code
-//   q' = q + 4·hbit (0..7) times the scale s comes from vpmaddubsw (words, even and odd bytes
-//   apart), and vpdpwssd sums them against the planes; the -4 of every code is the f32 term
-//   -4·d·s_j·Σx.
-// q4_K, q5_K, q6_K: the same int16 planes (q4_K/q5_K in their own element order: low and high
-//   nibbles of each half of qs), the code (5 or 6 bits with the high bits) times the sub-block
-//   scale by vpmaddubsw; q6_K's -32 and the q4_K/q5_K min terms in f32.
+// q3_K: q2_K's three int8 planes (the same code order). Its signed 6-bit scales do not fit a
+//   byte product, so vpdpbusd sums the bare 3-bit codes q' = q + 4·hbit (0..7) against each plane;
+//   the plane sums are combined in int32 and each lane (four bytes of one sub-block) is scaled
+//   by its sub-block's s·d·2^e in f32; the -4 of every code is the f32 term -4·d·s_j·Σx.
+//   (Before: two int16 planes, the scale in the code bytes by vpmaddubsw, then vpdpwssd:
+//   1.18-1.28x slower.)
+// q4_K, q5_K, q6_K: two int16 planes (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14, the same
+//   2^-27 precision; q4_K/q5_K in their own element order: low and high nibbles of each half of
+//   qs), the code (5 or 6 bits with the high bits) times the sub-block scale by vpmaddubsw, then
+//   vpdpwssd; q6_K's -32 and the q4_K/q5_K min terms in f32.
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
