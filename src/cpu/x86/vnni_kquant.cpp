@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "cpu/engine/kquant_scales.hpp"
 #include "cpu/x86/vnni_common.hpp"
@@ -26,12 +27,7 @@ struct Ctl {
   alignas(64) uint8_t q2s[64] = {};    // index (s << 2 | q) -> q · s
   alignas(64) uint16_t even[32] = {};  // words 0, 2, .. 62 of two 32-word runs (vpermt2w)
   alignas(64) uint16_t odd[32] = {};
-  // q4_K/q5_K: byte p of code vector j belongs to sub-block 2 (2 (j / 2) + p / 32) + j % 2.
-  alignas(64) uint8_t sub45[4][64] = {};
   constexpr Ctl() {
-    for (int j = 0; j < 4; ++j)
-      for (int p = 0; p < 64; ++p)
-        sub45[j][p] = static_cast<uint8_t>(2 * (2 * (j / 2) + p / 32) + j % 2);
     for (int j = 0; j < 4; ++j)
       for (int p = 0; p < 64; ++p)
         sub[j][p] = static_cast<uint8_t>(8 * (p / 32) + 2 * j + (p % 32 >= 16));
@@ -205,8 +201,22 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// q4_K (kFive false) and q5_K: the 4-bit code (plus q5_K's fifth bit from qh) by the 6-bit
-// scale of its 32-element sub-block; the min term dmin · m_j · Σx in f32.
+// q4_K/q5_K: lane L of code vector j lies in sub-block 4 (j / 2) + 2 (L / 8) + j % 2.
+struct Q45Lanes {
+  alignas(64) int32_t idx[4][16] = {};
+  constexpr Q45Lanes() {
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l) idx[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
+  }
+};
+alignas(64) constexpr Q45Lanes kQ45Lanes{};
+
+// q4_K (kFive false) and q5_K on three int8 planes (in their own element order): the bare 4-bit
+// code (plus q5_K's fifth bit from qh) against each plane (vpdpbusd), the plane sums combined in
+// int32 (|.| <= 4·31·64·(2^14 + 2^7 + 1) < 2^28), each lane by the 6-bit scale of its 32-element
+// sub-block in f32; the min term dmin · m_j · Σx in f32. Against the int16 planes with the scale
+// in the code bytes (vpmaddubsw, then vpdpwssd) this ran 1.24-1.36x on one core from L3
+// (docs/perf-cpu.md).
 template <bool kFive, int R, int M>
 void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
                const MultiPlanes& xr, float* y, int64_t ldy) {
@@ -223,15 +233,17 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
             _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQK45Ctl.sh)),
                              _mm512_load_si512(kquant::kQK45Ctl.mask)),
             _mm512_and_si512(_mm512_srli_epi32(raw, 10), _mm512_set1_epi32(0x30)));
-        const __m512i s8 = _mm512_castsi128_si512(_mm512_cvtepi32_epi8(sm));
+        // Lanes 0-7 as f32 times d·2^e of each row of x (lanes 8-15 are never picked below).
+        const float d = half_to_float(blk);
+        const __m512 sf = _mm512_cvtepi32_ps(sm);
+        __m512 sdm[M];
+        for (int m = 0; m < M; ++m) sdm[m] = _mm512_mul_ps(sf, _mm512_set1_ps(d * xr.pow2[m][b]));
         const __m512i q0 = _mm512_loadu_si512(blk + kQs), q1 = _mm512_loadu_si512(blk + kQs + 64);
         __m512i hb = _mm512_setzero_si512();
         if constexpr (kFive) {  // byte 32h + l: qh[l] >> 2h, so vector j's bit is 4 (j / 2) + j % 2
           const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
           hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
         }
-        __m512i a0[M], a1[M];
-        for (int m = 0; m < M; ++m) a0[m] = a1[m] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i qv = j < 2 ? q0 : q1;
@@ -246,15 +258,20 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           } else {
             q = _mm512_and_si512(nib, mask4);
           }
-          dot16<M>(q, kCtl.sub45[j], s8, pb, j, a0, a1);
+          const __m512i lanes = _mm512_load_si512(kQ45Lanes.idx[j]);
+          for (int m = 0; m < M; ++m) {
+            const uint8_t* pj = pb[m] + j * 64;
+            __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
+            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
+            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
+            acc[m] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, sdm[m]), _mm512_cvtepi32_ps(a),
+                                     acc[m]);
+          }
         }
-        const float d = half_to_float(blk);
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
         const __m512 mins =
             _mm512_mul_ps(_mm512_cvtepi32_ps(sm), _mm512_set1_ps(half_to_float(blk + 2)));
         for (int m = 0; m < M; ++m) {
-          acc[m] =
-              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
           acc[m] =
               _mm512_fnmadd_ps(mins, _mm512_maskz_loadu_ps(0xff00, xr.xs[m] + b * 8 - 8), acc[m]);
         }
@@ -330,13 +347,14 @@ bool split_blocks(const float* x, int64_t k, uint8_t* planes, float* pow2, int s
 // an exact f32 operation (products by powers of two, remainders smaller than the value they come
 // from); the last digit's rounding leaves at most 2^-20 of the block's largest |x|. Four planes
 // (2^-27) ran 1.10-1.4x slower on one core from L3 (docs/perf-cpu.md).
-bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
-  return split_blocks(x, k, planes, pow2, 19, [](const float* xb, uint8_t* pb, int e) {
+template <class Place>
+bool int8_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, Place place) {
+  return split_blocks(x, k, planes, pow2, 19, [&](const float* xb, uint8_t* pb, int e) {
     const float up[3] = {pow2f(-(e + 14)), pow2f(-(e + 7)), pow2f(-e)};
     const float down[2] = {pow2f(e + 14), pow2f(e + 7)};
     for (int v = 0; v < 16; ++v) {
-      // Elements 16v .. 16v + 15: code j = (v % 8) / 2 of bytes 32 (v / 8) + 16 (v % 2) ...
-      const int pos = 32 * (v / 8) + 16 * (v % 2), j = (v % 8) / 2;
+      // Elements 16v .. 16v + 15: bytes pos .. pos + 15 of code vector j.
+      const auto [j, pos] = place(v);
       __m512 r = _mm512_loadu_ps(xb + 16 * v);
       for (int p = 0; p < kQ2Planes; ++p) {
         const __m512 c = round_even(_mm512_mul_ps(r, _mm512_set1_ps(up[p])));
@@ -345,6 +363,20 @@ bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
                          _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
       }
     }
+  });
+}
+
+// q2_K / q3_K order: byte 32h + l of code vector j is element 128h + 32j + l.
+bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return int8_prep(x, k, planes, pow2, [](int v) {
+    return std::pair<int, int>{(v % 8) / 2, 32 * (v / 8) + 16 * (v % 2)};
+  });
+}
+
+// q4_K / q5_K order: byte 32h + l of code vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
+bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return int8_prep(x, k, planes, pow2, [](int v) {
+    return std::pair<int, int>{2 * (v / 8) + (v % 4) / 2, 32 * ((v % 8) / 4) + 16 * (v % 2)};
   });
 }
 
@@ -390,10 +422,7 @@ bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2
       return q2k_prep(x, k, planes, pow2);
     case Scheme::q4_K:
     case Scheme::q5_K:
-      // Code vectors: the low and high nibbles of qs[0, 64), then of qs[64, 128); byte 32h + l
-      // of vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
-      return int16_prep(x, k, planes, pow2,
-                        [](int j, int h) { return 128 * (j / 2) + 64 * h + 32 * (j % 2); });
+      return q45k_prep(x, k, planes, pow2);
     default:  // q6_K: byte 32h + l of code j is element 128h + 32j + l
       return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
   }

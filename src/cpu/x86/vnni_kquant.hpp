@@ -17,10 +17,12 @@
 //   by its sub-block's s·d·2^e in f32; the -4 of every code is the f32 term -4·d·s_j·Σx.
 //   (Before: two int16 planes, the scale in the code bytes by vpmaddubsw, then vpdpwssd:
 //   1.18-1.28x slower.)
-// q4_K, q5_K, q6_K: two int16 planes (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14, the same
-//   2^-27 precision; q4_K/q5_K in their own element order: low and high nibbles of each half of
-//   qs), the code (5 or 6 bits with the high bits) times the sub-block scale by vpmaddubsw, then
-//   vpdpwssd; q6_K's -32 and the q4_K/q5_K min terms in f32.
+// q4_K, q5_K: three int8 planes as well, in their own element order (low and high nibbles of
+//   each half of qs); the bare 4-bit code (plus q5_K's fifth bit) by vpdpbusd, each lane by its
+//   32-element sub-block's scale in f32, the min terms in f32 (1.24-1.36x over the int16 form).
+// q6_K: two int16 planes (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14: 2^-27 of the block's largest
+//   |x|), the 6-bit code times the signed 8-bit scale by vpmaddubsw, then vpdpwssd; the -32 of
+//   every code in f32.
 // Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
