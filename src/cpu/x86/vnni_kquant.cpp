@@ -91,6 +91,22 @@ inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* cons
   }
 }
 
+// acc[m] += the unsigned codes q (code vector j) against the three int8 planes of row m of x
+// (pb[m]; combined in int32 as they are summed: p0·2^14 + p1·2^7 + p2), each int32 lane times
+// the scale of its sub-block: lane L takes sc[m][lanes[L]] (q3_K, q4_K, q5_K).
+template <int M>
+inline void dot8(__m512i q, const int32_t* lanes, const __m512 (&sc)[M], const uint8_t* const* pb,
+                 int j, __m512 (&acc)[M]) {
+  const __m512i idx = _mm512_load_si512(lanes);
+  for (int m = 0; m < M; ++m) {
+    const uint8_t* pj = pb[m] + j * 64;
+    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
+    a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
+    a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
+    acc[m] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, sc[m]), _mm512_cvtepi32_ps(a), acc[m]);
+  }
+}
+
 // The two int16-plane sums of a block as one f32 vector (x = 2^e (c0 2^15 + c1)).
 inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
@@ -185,15 +201,7 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                                      : _mm512_srli_epi16(hb, 1);
           const __m512i q =
               _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-          const __m512i lanes = _mm512_load_si512(kQ3Lanes.idx[j]);
-          for (int m = 0; m < M; ++m) {
-            const uint8_t* pj = pb[m] + j * 64;
-            __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
-            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
-            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
-            acc[m] =
-                _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, sm[m]), _mm512_cvtepi32_ps(a), acc[m]);
-          }
+          dot8<M>(q, kQ3Lanes.idx[j], sm, pb, j, acc);
         }
         const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
         for (int m = 0; m < M; ++m)
@@ -258,15 +266,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           } else {
             q = _mm512_and_si512(nib, mask4);
           }
-          const __m512i lanes = _mm512_load_si512(kQ45Lanes.idx[j]);
-          for (int m = 0; m < M; ++m) {
-            const uint8_t* pj = pb[m] + j * 64;
-            __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
-            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
-            a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
-            acc[m] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, sdm[m]), _mm512_cvtepi32_ps(a),
-                                     acc[m]);
-          }
+          dot8<M>(q, kQ45Lanes.idx[j], sdm, pb, j, acc);
         }
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
         const __m512 mins =
