@@ -345,14 +345,11 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
                 sb_hi = static_cast<int64_t>(r_hi) * (a.k / SG);
   uint32_t ring_lo[DS][P][W], ring_hi[DS][P][W];
   T ring_sb[DS][4];
-  // Codes marked first for L1 eviction where that measured faster: 4-bit at M = 2 (g64
-  // 1.08-1.20x, g32 1.04-1.08x, g128 within 1%) and at M = 1 but g128 (with a ring of 4 pieces:
-  // g64 1.02-1.15x, g32 1.07x), 2-bit (g64 1.03-1.10x) but groups of 128 at M = 2 (0.92-0.99x).
-  // Not 8-bit (M = 2 0.91-1.24x), nor 4-bit g128 at M = 1: its 80 registers, against 70, no longer
-  // fit 27648 x 5120 in one wave of 2-warp blocks (0.73x there). H200, f16 and bf16, three shapes
-  // (docs/PERF.md). (4-bit groups of 128 now run the g64 geometry, i8_run_group, so take it.)
-  constexpr bool kEvictFirst =
-      (BITS == 4 && (MT == 2 || G != 128)) || (BITS == 2 && !(MT == 2 && G == 128));
+  // Codes marked first for L1 eviction where that measured faster: 4-bit (M = 2: g64 1.08-1.20x,
+  // g32 1.04-1.08x; M = 1 with a ring of 4 pieces: g64 1.02-1.15x, g32 1.07x; groups of 128 run
+  // the g64 geometry, i8_run_group), 2-bit (g64 1.03-1.10x) but groups of 128 at M = 2
+  // (0.92-0.99x). Not 8-bit (M = 2 0.91-1.24x). H200, f16 and bf16, three shapes (docs/PERF.md).
+  constexpr bool kEvictFirst = BITS == 4 || (BITS == 2 && !(MT == 2 && G == 128));
   auto load_piece = [&](int s, int p, uint32_t(&lo)[W], uint32_t(&hi)[W]) {
     if (s < steps) {
       const int64_t off = static_cast<int64_t>(s) * 4 * Geom::kGroupBytes + p * Geom::kPieceBytes;
@@ -393,11 +390,11 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     load_sb(s + DS * stride, ring_sb[u]);  // refill, DS steps ahead
     const std::size_t boff = static_cast<std::size_t>(grp * 2 + plane) * Geom::kPlaneWords;
     // Two accumulator chains per row of x (even and odd k32 slices, summed after the step) where
-    // that measured faster: M = 2 with 4-bit g128 (1.10-1.12x; that geometry is no longer run:
-    // i8_run_group) and 6-bit g64 (1.06-1.27x). Every
-    // other M = 2 instance ran 0.78-1.05x with them (3-bit g128 0.78-0.80x), and M = 1 0.74-1.16x,
-    // as the registers moved the one-wave warp count (H200, f16, three shapes; docs/PERF.md).
-    constexpr bool kSplit = MT == 2 && ((BITS == 4 && G == 128) || (BITS == 6 && G == 64));
+    // that measured faster: M = 2 with 6-bit g64 (1.06-1.27x; also 4-bit g128 1.10-1.12x, before
+    // that ran the g64 geometry). Every other M = 2 instance ran 0.78-1.05x with them (3-bit g128
+    // 0.78-0.80x), and M = 1 0.74-1.16x, as the registers moved the one-wave warp count (H200,
+    // f16, three shapes; docs/PERF.md).
+    constexpr bool kSplit = MT == 2 && BITS == 6 && G == 64;
     int c[MT][4] = {}, c2[MT][4] = {};
 #pragma unroll
     for (int p = 0; p < P; ++p) {

@@ -91,6 +91,22 @@ inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* cons
   }
 }
 
+// The sub-block of each int32 lane L (bytes 4L .. 4L + 3) of code vector j, for dot8: q3_K
+// (16-element sub-blocks) 8 (L / 8) + 2j + (L % 8) / 4, q4_K/q5_K (32-element ones, their own
+// order) 4 (j / 2) + 2 (L / 8) + j % 2.
+struct SubLanes {
+  alignas(64) int32_t q3[4][16] = {};
+  alignas(64) int32_t q45[4][16] = {};
+  constexpr SubLanes() {
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l) {
+        q3[j][l] = 8 * (l / 8) + 2 * j + (l % 8) / 4;
+        q45[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
+      }
+  }
+};
+alignas(64) constexpr SubLanes kSubLanes{};
+
 // acc[m] += the unsigned codes q (code vector j) against the three int8 planes of row m of x
 // (pb[m]; combined in int32 as they are summed: p0·2^14 + p1·2^7 + p2), each int32 lane times
 // the scale of its sub-block: lane L takes sc[m][lanes[L]] (q3_K, q4_K, q5_K).
@@ -154,16 +170,6 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// Lane L of code vector j (bytes 4L .. 4L + 3) lies in sub-block 8 (L / 8) + 2j + (L % 8) / 4.
-struct Q3Lanes {
-  alignas(64) int32_t idx[4][16] = {};
-  constexpr Q3Lanes() {
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) idx[j][l] = 8 * (l / 8) + 2 * j + (l % 8) / 4;
-  }
-};
-alignas(64) constexpr Q3Lanes kQ3Lanes{};
-
 // q3_K on q2_K's three int8 planes: q' = code | hbit << 2 (0..7) against each plane (vpdpbusd),
 // the planes combined in int32 as they are summed (|.| <= 4·7·64·(2^14 + 2^7 + 1) < 2^25), then
 // each lane by its sub-block's signed 6-bit scale in f32; the -4 of every code is the f32 term
@@ -201,23 +207,13 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                                      : _mm512_srli_epi16(hb, 1);
           const __m512i q =
               _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-          dot8<M>(q, kQ3Lanes.idx[j], sm, pb, j, acc);
+          dot8<M>(q, kSubLanes.q3[j], sm, pb, j, acc);
         }
         const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
         for (int m = 0; m < M; ++m)
           acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
       });
 }
-
-// q4_K/q5_K: lane L of code vector j lies in sub-block 4 (j / 2) + 2 (L / 8) + j % 2.
-struct Q45Lanes {
-  alignas(64) int32_t idx[4][16] = {};
-  constexpr Q45Lanes() {
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) idx[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
-  }
-};
-alignas(64) constexpr Q45Lanes kQ45Lanes{};
 
 // q4_K (kFive false) and q5_K on three int8 planes (in their own element order): the bare 4-bit
 // code (plus q5_K's fifth bit from qh) against each plane (vpdpbusd), the plane sums combined in
@@ -266,7 +262,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           } else {
             q = _mm512_and_si512(nib, mask4);
           }
-          dot8<M>(q, kQ45Lanes.idx[j], sdm, pb, j, acc);
+          dot8<M>(q, kSubLanes.q45[j], sdm, pb, j, acc);
         }
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
         const __m512 mins =
@@ -381,9 +377,8 @@ bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
 }
 
 // The int16 planes: big / 2^(e + 15) < 2^14, both digits in [-2^14, 2^14], exact steps as
-// above; code vector j's bytes 32h .. 32h + 31 are the 32 elements from run_start(j, h).
-template <class RunStart>
-bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStart run_start) {
+// above; code vector j's bytes 32h .. 32h + 31 are the 32 elements from 128h + 32j (q6_K).
+bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return split_blocks(x, k, planes, pow2, 28, [&](const float* xb, uint8_t* pb, int e) {
     alignas(64) int16_t digit[2][kBlockElems];
     const __m512 up0 = _mm512_set1_ps(pow2f(-(e + 15)));
@@ -403,8 +398,8 @@ bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, RunStar
     for (int p = 0; p < 2; ++p)
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512i h0 = _mm512_load_si512(digit[p] + run_start(j, 0));
-        const __m512i h1 = _mm512_load_si512(digit[p] + run_start(j, 1));
+        const __m512i h0 = _mm512_load_si512(digit[p] + 32 * j);
+        const __m512i h1 = _mm512_load_si512(digit[p] + 128 + 32 * j);
         uint8_t* out = pb + p * 512 + j * 128;
         _mm512_store_si512(out, _mm512_permutex2var_epi16(h0, _mm512_load_si512(kCtl.even), h1));
         _mm512_store_si512(out + 64,
@@ -424,7 +419,7 @@ bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2
     case Scheme::q5_K:
       return q45k_prep(x, k, planes, pow2);
     default:  // q6_K: byte 32h + l of code j is element 128h + 32j + l
-      return int16_prep(x, k, planes, pow2, [](int j, int h) { return 128 * h + 32 * j; });
+      return int16_prep(x, k, planes, pow2);
   }
 }
 
