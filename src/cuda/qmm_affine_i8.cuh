@@ -63,6 +63,17 @@ constexpr bool xc_four_tiles(int bits, int group) {
   return (bits == 5 && group == 128) || (bits == 8 && group == 64);
 }
 
+// The group of the geometry that runs a matrix with groups of `group` on NT column tiles: groups
+// of 128 of 8-bit codes, and of 2-bit codes on two tiles (M = 5..8), as two groups of 64 sharing
+// a scale and bias (x's planes and sums per 64). H200 f16, M = 3, 4, 8 on 14336 x 5120 /
+// 5120 x 14336 / 27648 x 5120 (docs/PERF.md): 8-bit 1.05-1.16x at M = 3, 4 and 1.58-1.86x at
+// M = 8; 2-bit 1.04-1.32x at M = 8 (0.88-1.10x at M = 3, 4). 4-bit (0.69-1.06x) and 6-bit
+// (0.58-0.90x) keep their groups.
+constexpr int xc_run_group(int bits, int group, int nt) {
+  const bool halve = bits == 8 || (bits == 2 && nt >= 2);
+  return group == 128 && halve ? 64 : group;
+}
+
 template <int BITS, int G>
 struct XcGeom {
   static constexpr bool kWholeBytes = BITS == 2 || BITS == 4 || BITS == 8;
@@ -146,7 +157,9 @@ constexpr int xc_min_blocks() {
   return NT == 1 ? 0 : 2;
 }
 
-template <class T, int BITS, int G, int NT>
+// G: the geometry's group (codes, x's planes and (d, X) per group of G); SG: the matrix's group,
+// G or 2G, whose scale and bias serve SG / G consecutive groups of the geometry.
+template <class T, int BITS, int G, int NT, int SG = G>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     qmm_affine_i8_kernel(XcArgs a) {
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
@@ -174,8 +187,10 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
   const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kLaneBytes;
   const uint8_t* scales = static_cast<const uint8_t*>(a.scales);
   const uint8_t* biases = static_cast<const uint8_t*>(a.biases);
-  const int64_t sb_lo = static_cast<int64_t>(r_lo) * groups * 2,
-                sb_hi = static_cast<int64_t>(r_hi) * groups * 2;
+  static_assert(SG == G || SG == 2 * G);
+  constexpr int kShare = SG / G;  // groups of the geometry per scale and bias
+  const int64_t sb_lo = static_cast<int64_t>(r_lo) * (a.k / SG) * 2,
+                sb_hi = static_cast<int64_t>(r_hi) * (a.k / SG) * 2;
   uint32_t ring_lo[DS][4][W], ring_hi[DS][4][W];
   uint2 ring_sb[DS][4];                         // s and b of rows g, g+8: 4 values of T each
   auto load_group = [&](int s, int u, int i) {  // codes of group i of step s
@@ -183,12 +198,17 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     i8_load_piece<W, LW>(w_lo + off, ring_lo[u][i]);
     i8_load_piece<W, LW>(w_hi + off, ring_hi[u][i]);
   };
-  auto load_sb = [&](int s, int u) {
-    const int64_t off = static_cast<int64_t>(s) * 8;
-    ring_sb[u][0] = *reinterpret_cast<const uint2*>(scales + sb_lo + off);
-    ring_sb[u][1] = *reinterpret_cast<const uint2*>(biases + sb_lo + off);
-    ring_sb[u][2] = *reinterpret_cast<const uint2*>(scales + sb_hi + off);
-    ring_sb[u][3] = *reinterpret_cast<const uint2*>(biases + sb_hi + off);
+  auto load_sb = [&](int s, int u) {  // a step's 4 / kShare values of T of each
+    const int64_t off = static_cast<int64_t>(s) * 8 / kShare;
+    const uint8_t* src[4] = {scales + sb_lo + off, biases + sb_lo + off, scales + sb_hi + off,
+                             biases + sb_hi + off};
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      if constexpr (kShare == 1)
+        ring_sb[u][v] = *reinterpret_cast<const uint2*>(src[v]);
+      else
+        ring_sb[u][v].x = *reinterpret_cast<const uint32_t*>(src[v]);
+    }
   };
   auto load = [&](int s, int u) {
     if (s < steps) {
@@ -246,7 +266,7 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
           }
         }
 #pragma unroll
-        for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i);
+        for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i / kShare);
       }
       const int next = s + DS * warps;
       if constexpr (!kPerGroup) {
@@ -329,25 +349,34 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
 // Pre-pass (a grid row per row of x), then the main kernel with programmatic dependent launch.
 // one_wave: i8_one_wave_warps at this instance's occupancy (queried once per process), with
 // `warps` where no count >= 2 keeps every block resident; else `warps` as given.
-template <class T, int BITS, int G, int NT>
-cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, bool one_wave, cudaStream_t stream) {
+// On the geometry of groups of RG for a matrix with groups of G (xc_run_group).
+template <class T, int BITS, int RG, int NT, int G>
+cudaError_t launch_qmm_affine_i8_on(const XcArgs& a, int warps, bool one_wave,
+                                    cudaStream_t stream) {
   const int tiles = (a.n + kXcRows - 1) / kXcRows;
   if (one_wave) {
     static const I8Occupancy occ =
-        i8_occupancy(qmm_affine_i8_kernel<T, BITS, G, NT>, 4 * NT * kXcRows * sizeof(float));
+        i8_occupancy(qmm_affine_i8_kernel<T, BITS, RG, NT, G>, 4 * NT * kXcRows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    warps = i8_one_wave_warps(tiles, a.k / G / 4, occ.sms, occ.blocks_per_sm, warps);
+    warps = i8_one_wave_warps(tiles, a.k / RG / 4, occ.sms, occ.blocks_per_sm, warps);
   }
-  const int threads = a.k / G * 4;
+  const int threads = a.k / RG * 4;
   if (cudaError_t e =
-          launch_prepass(qmm_x_planes_kernel<T, BITS, G>, dim3((threads + 127) / 128, a.m),
+          launch_prepass(qmm_x_planes_kernel<T, BITS, RG>, dim3((threads + 127) / 128, a.m),
                          dim3(128), stream, static_cast<const T*>(a.x), a.planes, a.gx, a.k);
       e != cudaSuccess)
     return e;
-  return launch_dependent(qmm_affine_i8_kernel<T, BITS, G, NT>, dim3(static_cast<unsigned>(tiles)),
-                          dim3(static_cast<unsigned>(warps * 32)),
-                          static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float),
-                          stream, a);
+  return launch_dependent(
+      qmm_affine_i8_kernel<T, BITS, RG, NT, G>, dim3(static_cast<unsigned>(tiles)),
+      dim3(static_cast<unsigned>(warps * 32)),
+      static_cast<std::size_t>(warps) * 4 * NT * kXcRows * sizeof(float), stream, a);
+}
+
+// The matrix's groups of G on the geometry xc_run_group picks.
+template <class T, int BITS, int G, int NT>
+cudaError_t launch_qmm_affine_i8(const XcArgs& a, int warps, bool one_wave, cudaStream_t stream) {
+  return launch_qmm_affine_i8_on<T, BITS, xc_run_group(BITS, G, NT), NT, G>(a, warps, one_wave,
+                                                                            stream);
 }
 
 }  // namespace quanta::cuda
