@@ -112,11 +112,11 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
     return matmul_generic(x, w, nullptr, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   // Column tiles of 4 rows of x: 1 (M <= 4), 2 (M <= 8) or 4 (M <= 16, xc_four_tiles).
-  const int tiles = x.rows <= 4 ? 1 : x.rows <= 8 ? 2 : 4;
+  const int column_tiles = x.rows <= 4 ? 1 : x.rows <= 8 ? 2 : 4;
   // Groups of the geometry that runs (xc_run_group: 64 for some groups of 128): x's (d, X) and
   // the steps are per one of them.
   const int groups =
-      static_cast<int>(w.k / xc_run_group(w.format.bits, w.format.group_size, tiles));
+      static_cast<int>(w.k / xc_run_group(w.format.bits, w.format.group_size, column_tiles));
   const std::size_t plane_bytes = static_cast<std::size_t>(x.rows) * w.k * 2;
   auto* scratch = static_cast<uint8_t*>(
       stream_scratch(stream, Scratch::x_planes,
