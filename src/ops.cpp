@@ -55,8 +55,11 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
 QuantizedMatrix prepack(const QuantizedMatrix& w, const Context& ctx) {
   constexpr std::string_view op = "prepack";
   w.validate(op);
-  detail::check_location(w.location, Location::host, op, "w");
   QuantizedMatrix out = w;
+  if (w.location == Location::device) {
+    out.device_pack = cuda::make_device_pack(w, ctx);
+    return out;
+  }
   out.host_pack = cpu::pack_unsupported(w).empty() ? cpu::make_pack(w, ctx.threads) : nullptr;
   return out;
 }

@@ -6,10 +6,11 @@
 //   quanta_cuda_probe [--formats affine-4b-g64,...|affine-all] [--dtypes bf16,f16]
 //                     [--shapes 14336x5120,5120x14336,27648x5120] [--m 1,2,4,...]
 //                     [--kernel auto|name] [--layout nk|kn] [--no-cublas] [--check]
-//                     [--replays 20] [--read-at-size]
+//                     [--replays 20] [--read-at-size] [--prepack]
 // Shapes are N x K. --check compares each timed result with matmul_generic on the device.
 // --read-at-size also times a plain streaming read of the same bytes (same rotation and timing):
 // what launch, ramp-up and tail leave of the roof at that size.
+// --prepack runs quanta::prepack on each copy of W first (a device pack where one applies).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ struct Options {
   std::vector<int64_t> ms = {1};
   std::string kernel = "auto";
   Layout layout = Layout::nk;
-  bool cublas = true, check = false, api = false, read_at_size = false;
+  bool cublas = true, check = false, api = false, read_at_size = false, prepack = false;
   int replays = 20;
 };
 
@@ -99,6 +100,8 @@ Options parse(int argc, char** argv) {
       o.read_at_size = true;
     } else if (a == "--check") {
       o.check = true;
+    } else if (a == "--prepack") {
+      o.prepack = true;
     } else if (a == "--api") {
       o.api = true;
     } else if (a == "--replays") {
@@ -237,6 +240,11 @@ int run(const Options& o) {
         std::vector<DeviceWeights> ws;
         for (int c = 0; c < copies; ++c)
           ws.push_back(random_weights(f, t, n, k, o.layout, 1000u + static_cast<uint32_t>(c)));
+        if (o.prepack) {
+          Context pc;
+          pc.cuda_stream = gpu::timing_stream();
+          for (DeviceWeights& dw : ws) dw.w = quanta::prepack(dw.w, pc);
+        }
         for (int64_t m : o.ms) {
           std::vector<std::shared_ptr<void>> xs, ys;
           for (int c = 0; c < copies; ++c) {

@@ -30,6 +30,9 @@ constexpr std::string_view location_name(Location l) {
 // A re-layout of a matrix's weights for the host backend's fastest kernels (quanta::prepack);
 // opaque, defined by the CPU backend.
 struct HostPack;
+// The same for the CUDA backend's large-M kernel (quanta::prepack of a device matrix); opaque,
+// defined by the CUDA backend.
+struct DevicePack;
 
 // Byte counts of one matrix in a format; every product is overflow-checked.
 struct Footprint {
@@ -66,11 +69,14 @@ struct QuantizedMatrix {
   // instead. It is a snapshot, used only while codes, scales, biases, shape and format are the
   // ones it was made from (write new codes in place and prepack again).
   std::shared_ptr<const HostPack> host_pack;
+  // Set by quanta::prepack for a device matrix: the GPU's copy of these weights in the layout
+  // of its large-M kernel, a snapshot on the same terms as host_pack.
+  std::shared_ptr<const DevicePack> device_pack;
 
   // One matrix of the stack.
   Footprint footprint() const;
   std::size_t code_bytes_per_matrix() const { return footprint().code_bytes; }
-  QuantizedMatrix expert(int64_t e) const;  // without the stack's host_pack
+  QuantizedMatrix expert(int64_t e) const;  // without the stack's host_pack or device_pack
 
   // Zero-filled host storage of the right size.
   static QuantizedMatrix allocate_host(const Format& f, int64_t n, int64_t k,

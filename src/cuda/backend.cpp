@@ -43,6 +43,7 @@ QuantizedMatrix copy_matrix(const QuantizedMatrix& w, Location to, const Context
   QuantizedMatrix m = w;
   m.location = to;
   m.host_pack = nullptr;
+  m.device_pack = nullptr;
   std::byte* base = nullptr;
   if (to == Location::device) {
     auto buf = std::make_shared<DeviceBuffer>(total);

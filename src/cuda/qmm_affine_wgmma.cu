@@ -8,6 +8,7 @@
 
 #include "cuda/checks.hpp"
 #include "cuda/common.cuh"
+#include "cuda/device_pack.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_wgmma.cuh"
 #include "cuda/runtime.cuh"
@@ -88,16 +89,25 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     return matmul_generic(x, w, nullptr, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
-  auto* scales_t = static_cast<uint16_t*>(stream_scratch(
-      stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
-  // CUTLASS reads the scales and biases [K/G, N]; MLX stores them [N, K/G].
-  transpose_pair<uint16_t>(w.scales, w.biases, scales_t,
-                           scales_t + static_cast<int64_t>(n) * groups, n, groups, stream);
-
+  // A device pack made for this matrix (quanta::prepack) and x's dtype: its scales are already
+  // [K/G, N], and 256-token tiles read its reordered codes.
+  const DevicePack* pack = w.device_pack && w.device_pack->serves(w) && w.scale_dtype == x.dtype
+                               ? w.device_pack.get()
+                               : nullptr;
   WgmmaArgs a{};
   a.codes = w.codes;
-  a.scales_t = scales_t;
-  a.biases_t = scales_t + static_cast<int64_t>(n) * groups;
+  if (pack) {
+    a.scales_t = pack->scales_t;
+    a.biases_t = pack->biases_t;
+  } else {
+    auto* scales_t = static_cast<uint16_t*>(stream_scratch(
+        stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
+    // CUTLASS reads the scales and biases [K/G, N]; MLX stores them [N, K/G].
+    transpose_pair<uint16_t>(w.scales, w.biases, scales_t,
+                             scales_t + static_cast<int64_t>(n) * groups, n, groups, stream);
+    a.scales_t = scales_t;
+    a.biases_t = scales_t + static_cast<int64_t>(n) * groups;
+  }
   a.x = x.data;
   a.y = y.data;
   a.n = n;
@@ -114,6 +124,17 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
         auto run = [&]<int CLUSTER>() {
+          if constexpr (BITS == 4 && TOKENS == 256) {
+            if (pack) {
+              WgmmaArgs b = a;
+              b.codes = pack->codes;
+              const std::size_t bytes = qmm_affine_wgmma_workspace_packed<T, 4, 256, CLUSTER>(b);
+              void* workspace =
+                  bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+              failed = launch_qmm_affine_wgmma_packed<T, 4, 256, CLUSTER>(b, workspace, stream);
+              return;
+            }
+          }
           const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
           void* workspace =
               bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
@@ -133,6 +154,60 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     throw Error("[quanta::matmul] qmm_affine_wgmma: CUTLASS declined M=" + std::to_string(x.rows) +
                 " N=" + std::to_string(w.n) + " K=" + std::to_string(w.k) + ": " + failed);
   QUANTA_CUDA_CHECK_LAUNCH();
+}
+
+// quanta::prepack of a device matrix: 4-bit affine weights that qmm_affine_wgmma serves, codes
+// reordered for its 256-token tiles and scales and biases transposed to [K/G, N], made on ctx's
+// stream (which the caller's next matmul on that stream follows).
+std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx) {
+  constexpr std::string_view op = "prepack";
+  require_device_weights(w, op);
+  Problem p;
+  p.format = w.format;
+  p.layout = w.layout;
+  p.dtype = w.scale_dtype;
+  p.batch = w.batch;
+  p.n = w.n;
+  p.k = w.k;
+  p.m = 1024;
+  p.compute_capability = compute_capability();
+  p.device = Location::device;
+  // N a multiple of the 128-row CTA tile: on reordered codes a partial last row tile came out
+  // wrong (H200, M = 1024: N = 136 and 264 rel-L2 0.11-0.16; N = 128, 256, 384, 1024 with K =
+  // 4096, 4160, 4224 exact as the unpacked kernel).
+  if (w.format.scheme != Scheme::affine || w.format.bits != 4 || w.n % 128 != 0 ||
+      p.compute_capability != 90 || !qmm_affine_wgmma_supports(p).empty() ||
+      !is_aligned(w.codes, 16))
+    return nullptr;
+  const cudaStream_t stream = stream_of(ctx);
+  const int n = static_cast<int>(w.n), k = static_cast<int>(w.k);
+  const int groups = static_cast<int>(w.k / w.format.group_size);
+  const std::size_t code_bytes = static_cast<std::size_t>(w.n) * w.k / 2;
+  const std::size_t sb_bytes = static_cast<std::size_t>(n) * groups * sizeof(uint16_t);
+  auto buf = std::make_shared<DeviceBuffer>(code_bytes + 2 * sb_bytes);
+  auto pack = std::make_shared<DevicePack>();
+  pack->codes_src = w.codes;
+  pack->scales_src = w.scales;
+  pack->biases_src = w.biases;
+  pack->format = w.format;
+  pack->scale_dtype = w.scale_dtype;
+  pack->n = w.n;
+  pack->k = w.k;
+  auto* base = buf->as<std::byte>();
+  pack->codes = base;
+  pack->scales_t = base + code_bytes;
+  pack->biases_t = base + code_bytes + sb_bytes;
+  pack->storage = buf;
+  if (w.scale_dtype == DType::bf16)
+    reorder_codes<__nv_bfloat16, 4>(w.codes, base, n, k, stream);
+  else
+    reorder_codes<__half, 4>(w.codes, base, n, k, stream);
+  QUANTA_CUDA_CHECK_LAUNCH();
+  transpose_pair<uint16_t>(w.scales, w.biases, reinterpret_cast<uint16_t*>(base + code_bytes),
+                           reinterpret_cast<uint16_t*>(base + code_bytes + sb_bytes), n, groups,
+                           stream);
+  QUANTA_CUDA_CHECK_LAUNCH();
+  return pack;
 }
 
 }  // namespace quanta::cuda

@@ -47,6 +47,18 @@ std::size_t qmm_affine_wgmma_workspace(const WgmmaArgs& a);
 template <class T, int BITS, int TOKENS, int CLUSTER = 1>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream);
 
+// The same GEMM on codes in CUTLASS's reordered layout (a.codes from reorder_codes: a device
+// pack, quanta::prepack). Instances: 4-bit, 256-token tiles, clusters of 1 and 2
+// (qmm_affine_wgmma_packed_*.cu).
+template <class T, int BITS, int TOKENS, int CLUSTER>
+std::size_t qmm_affine_wgmma_workspace_packed(const WgmmaArgs& a);
+template <class T, int BITS, int TOKENS, int CLUSTER>
+const char* launch_qmm_affine_wgmma_packed(const WgmmaArgs& a, void* workspace,
+                                           cudaStream_t stream);
+// W's [N, K] codes (src) into that layout (dst, as many bytes), on `stream`.
+template <class T, int BITS>
+void reorder_codes(const void* src, void* dst, int n, int k, cudaStream_t stream);
+
 // The instances of one dtype and width (EXTERN: `extern` to declare, empty to define).
 #define QUANTA_WGMMA_INSTANCES(EXTERN, T, BITS)                                                 \
   EXTERN template std::size_t qmm_affine_wgmma_workspace<T, BITS, 64>(const WgmmaArgs&);        \

@@ -84,6 +84,7 @@ QuantizedMatrix QuantizedMatrix::expert(int64_t e) const {
   QuantizedMatrix m = *this;
   m.batch = 1;
   m.host_pack = nullptr;  // packs the whole stack
+  m.device_pack = nullptr;
   const auto off = static_cast<std::size_t>(e);
   m.codes = codes ? codes + off * fp.code_bytes : nullptr;
   m.scales = scales ? scales + off * fp.scale_bytes : nullptr;
@@ -177,7 +178,7 @@ std::string QuantizedMatrix::describe() const {
                               location_name(location));
   if (format.scheme == Scheme::affine) s += fmt::format(" scales {}", dtype_name(scale_dtype));
   if (batch > 1) s += fmt::format(" x{} experts", batch);
-  if (host_pack) s += " packed";
+  if (host_pack || device_pack) s += " packed";
   return s;
 }
 

@@ -32,5 +32,8 @@ QuantizedMatrix to_device(const QuantizedMatrix&, const Context&) {
 QuantizedMatrix to_host(const QuantizedMatrix&, const Context&) {
   unavailable("to_host");
 }
+std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix&, const Context&) {
+  unavailable("prepack");
+}
 
 }  // namespace quanta::cuda
