@@ -158,7 +158,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
 
 // quanta::prepack of a device matrix: 4-bit affine weights that qmm_affine_wgmma serves, codes
 // reordered for its 256-token tiles and scales and biases transposed to [K/G, N], made on ctx's
-// stream (which the caller's next matmul on that stream follows).
+// stream and waited for.
 std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx) {
   constexpr std::string_view op = "prepack";
   require_device_weights(w, op);
@@ -207,6 +207,8 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
                            reinterpret_cast<uint16_t*>(base + code_bytes + sb_bytes), n, groups,
                            stream);
   QUANTA_CUDA_CHECK_LAUNCH();
+  // Ready before it returns, whatever stream the matmuls then run on (a load-time call).
+  QUANTA_CUDA_CHECK(cudaStreamSynchronize(stream));
   return pack;
 }
 
