@@ -10,7 +10,7 @@ bool available();
 QuantizedMatrix to_device(const QuantizedMatrix& w, const Context& ctx);
 QuantizedMatrix to_host(const QuantizedMatrix& w, const Context& ctx);
 // quanta::prepack of a device matrix: the pack, or null where no packed kernel applies
-// (qmm_affine_wgmma_pack.cu).
+// (qmm_affine_wgmma.cu).
 std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx);
 
 // Quantizes device-resident weights into a matrix on the device, bit-exact with the host

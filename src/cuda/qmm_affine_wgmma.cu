@@ -52,6 +52,14 @@ int cluster_of(int64_t m) {
   return m >= 1024 ? 2 : 1;
 }
 
+// CUTLASS reads the scales and biases [K/G, N]; MLX stores them [N, K/G]. Writes w's scales
+// transposed at dst and its biases right after them (N·K/G entries each), on `stream`.
+void transpose_scales(const QuantizedMatrix& w, uint16_t* dst, cudaStream_t stream) {
+  const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
+  transpose_pair<uint16_t>(w.scales, w.biases, dst, dst + static_cast<int64_t>(n) * groups, n,
+                           groups, stream);
+}
+
 }  // namespace
 
 std::string qmm_affine_wgmma_supports(const Problem& p) {
@@ -102,9 +110,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   } else {
     auto* scales_t = static_cast<uint16_t*>(stream_scratch(
         stream, Scratch::scales_t, static_cast<std::size_t>(2) * n * groups * sizeof(uint16_t)));
-    // CUTLASS reads the scales and biases [K/G, N]; MLX stores them [N, K/G].
-    transpose_pair<uint16_t>(w.scales, w.biases, scales_t,
-                             scales_t + static_cast<int64_t>(n) * groups, n, groups, stream);
+    transpose_scales(w, scales_t, stream);
     a.scales_t = scales_t;
     a.biases_t = scales_t + static_cast<int64_t>(n) * groups;
   }
@@ -183,8 +189,8 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   const int n = static_cast<int>(w.n), k = static_cast<int>(w.k);
   const int groups = static_cast<int>(w.k / w.format.group_size);
   const std::size_t code_bytes = static_cast<std::size_t>(w.n) * w.k / 2;
-  const std::size_t sb_bytes = static_cast<std::size_t>(n) * groups * sizeof(uint16_t);
-  auto buf = std::make_shared<DeviceBuffer>(code_bytes + 2 * sb_bytes);
+  const std::size_t sb_entries = static_cast<std::size_t>(n) * groups;
+  auto buf = std::make_shared<DeviceBuffer>(code_bytes + 2 * sb_entries * sizeof(uint16_t));
   auto pack = std::make_shared<DevicePack>();
   pack->codes_src = w.codes;
   pack->scales_src = w.scales;
@@ -194,18 +200,17 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   pack->n = w.n;
   pack->k = w.k;
   auto* base = buf->as<std::byte>();
+  auto* scales_t = reinterpret_cast<uint16_t*>(base + code_bytes);
   pack->codes = base;
-  pack->scales_t = base + code_bytes;
-  pack->biases_t = base + code_bytes + sb_bytes;
+  pack->scales_t = scales_t;
+  pack->biases_t = scales_t + sb_entries;
   pack->storage = buf;
   if (w.scale_dtype == DType::bf16)
     reorder_codes<__nv_bfloat16, 4>(w.codes, base, n, k, stream);
   else
     reorder_codes<__half, 4>(w.codes, base, n, k, stream);
   QUANTA_CUDA_CHECK_LAUNCH();
-  transpose_pair<uint16_t>(w.scales, w.biases, reinterpret_cast<uint16_t*>(base + code_bytes),
-                           reinterpret_cast<uint16_t*>(base + code_bytes + sb_bytes), n, groups,
-                           stream);
+  transpose_scales(w, scales_t, stream);
   QUANTA_CUDA_CHECK_LAUNCH();
   // Ready before it returns, whatever stream the matmuls then run on (a load-time call).
   QUANTA_CUDA_CHECK(cudaStreamSynchronize(stream));
