@@ -81,9 +81,11 @@ class CudaDevice final : public Device {
     gpu::synchronize();
     gpu::download(dst, src, bytes);
   }
+  // Weights as a GPU user keeps them: uploaded and prepacked (a device pack where
+  // qmm_affine_wgmma reads one), so rows and checks run the path a prepacked model runs.
   QuantizedMatrix place(const QuantizedMatrix& host) override {
-    Context c = context();
-    return to_device(host, c);
+    const Context c = context();
+    return prepack(to_device(host, c), c);
   }
 
   Samples time(const std::function<void(int)>& launch, int copies, const TimingPolicy& p) override {

@@ -18,6 +18,7 @@ Problem matmul_problem(Op op, const ConstMatrixView& x, const QuantizedMatrix& w
   p.k = w.k;
   p.batch = w.batch;
   p.compute_capability = w.location == Location::device ? cuda::compute_capability() : 0;
+  p.device_packed = w.device_pack != nullptr && w.scale_dtype == x.dtype;
   return p;
 }
 

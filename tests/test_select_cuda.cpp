@@ -55,6 +55,13 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(33, t, 4, 128)), "qmm_affine_wgrf");
     EXPECT_EQ(pick(affine_problem(64, t, 4, 64, 5120, 14336)), "qmm_affine_wgmma");
     EXPECT_EQ(pick(affine_problem(64, t, 4, 64, 12280, 5120)), "qmm_affine_wgmma");
+    // A device pack (quanta::prepack): qmm_affine_wgmma reads its reordered codes from M = 33;
+    // below, qmm_affine_rf still wins.
+    Problem packed = affine_problem(48, t);
+    packed.device_packed = true;
+    EXPECT_EQ(pick(packed), "qmm_affine_wgmma");
+    packed.m = 32;
+    EXPECT_EQ(pick(packed), "qmm_affine_rf");
     for (int64_t m : {65, 257, 511, 512, 4096})
       EXPECT_EQ(pick(affine_problem(m, t)), "qmm_affine_wgmma") << "M=" << m;
     EXPECT_EQ(pick(affine_problem(33, t, 2, 64)), "qmm_affine_wgmma");

@@ -38,6 +38,7 @@ struct Problem {
   Location device = Location::host;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int compute_capability = 0;  // 90 for sm_90; 0 on the host
+  bool device_packed = false;  // w carries a device pack (quanta::prepack) for x's dtype
 };
 
 Problem matmul_problem(Op op, const ConstMatrixView& x, const QuantizedMatrix& w);

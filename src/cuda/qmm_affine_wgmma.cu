@@ -98,7 +98,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   const cudaStream_t stream = stream_of(ctx);
   const int n = static_cast<int>(w.n), groups = static_cast<int>(w.k / w.format.group_size);
   // A device pack made for this matrix (quanta::prepack) and x's dtype: its scales are already
-  // [K/G, N], and 256-token tiles read its reordered codes.
+  // [K/G, N], and every token tile reads its reordered codes.
   const DevicePack* pack = w.device_pack && w.device_pack->serves(w) && w.scale_dtype == x.dtype
                                ? w.device_pack.get()
                                : nullptr;
@@ -130,14 +130,16 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
         auto run = [&]<int CLUSTER>() {
-          if constexpr (BITS == 4 && TOKENS == 256) {
+          if constexpr (BITS == 4 || BITS == 8) {
             if (pack) {
               WgmmaArgs b = a;
               b.codes = pack->codes;
-              const std::size_t bytes = qmm_affine_wgmma_workspace_packed<T, 4, 256, CLUSTER>(b);
+              const std::size_t bytes =
+                  qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(b);
               void* workspace =
                   bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-              failed = launch_qmm_affine_wgmma_packed<T, 4, 256, CLUSTER>(b, workspace, stream);
+              failed =
+                  launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(b, workspace, stream);
               return;
             }
           }
@@ -162,9 +164,9 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   QUANTA_CUDA_CHECK_LAUNCH();
 }
 
-// quanta::prepack of a device matrix: 4-bit affine weights that qmm_affine_wgmma serves, codes
-// reordered for its 256-token tiles and scales and biases transposed to [K/G, N], made on ctx's
-// stream and waited for.
+// quanta::prepack of a device matrix: 4- and 8-bit affine weights that qmm_affine_wgmma serves,
+// codes reordered for its tiles and scales and biases transposed to [K/G, N], made on ctx's stream
+// and waited for.
 std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx) {
   constexpr std::string_view op = "prepack";
   require_device_weights(w, op);
@@ -181,14 +183,15 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   // N a multiple of the 128-row CTA tile: on reordered codes a partial last row tile came out
   // wrong (H200, M = 1024: N = 136 and 264 rel-L2 0.11-0.16; N = 128, 256, 384, 1024 with K =
   // 4096, 4160, 4224 exact as the unpacked kernel).
-  if (w.format.scheme != Scheme::affine || w.format.bits != 4 || w.n % 128 != 0 ||
+  const int bits = w.format.bits;
+  if (w.format.scheme != Scheme::affine || (bits != 4 && bits != 8) || w.n % 128 != 0 ||
       p.compute_capability != 90 || !qmm_affine_wgmma_supports(p).empty() ||
       !is_aligned(w.codes, 16))
     return nullptr;
   const cudaStream_t stream = stream_of(ctx);
   const int n = static_cast<int>(w.n), k = static_cast<int>(w.k);
   const int groups = static_cast<int>(w.k / w.format.group_size);
-  const std::size_t code_bytes = static_cast<std::size_t>(w.n) * w.k / 2;
+  const std::size_t code_bytes = static_cast<std::size_t>(w.n) * w.k * bits / 8;
   const std::size_t sb_entries = static_cast<std::size_t>(n) * groups;
   auto buf = std::make_shared<DeviceBuffer>(code_bytes + 2 * sb_entries * sizeof(uint16_t));
   auto pack = std::make_shared<DevicePack>();
@@ -205,10 +208,12 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   pack->scales_t = scales_t;
   pack->biases_t = scales_t + sb_entries;
   pack->storage = buf;
-  if (w.scale_dtype == DType::bf16)
-    reorder_codes<__nv_bfloat16, 4>(w.codes, base, n, k, stream);
-  else
-    reorder_codes<__half, 4>(w.codes, base, n, k, stream);
+  dispatch_half_dtype(w.scale_dtype, [&]<class T>() {
+    if (bits == 8)
+      reorder_codes<T, 8>(w.codes, base, n, k, stream);
+    else
+      reorder_codes<T, 4>(w.codes, base, n, k, stream);
+  });
   QUANTA_CUDA_CHECK_LAUNCH();
   transpose_scales(w, scales_t, stream);
   QUANTA_CUDA_CHECK_LAUNCH();

@@ -56,11 +56,15 @@ void run_wgrf(WgrfArgs a, cudaStream_t stream) {
 // of 32 everywhere (1.9-3.0x qmm_affine_mma), groups of 64 and 128 only where W has >= 12288 rows.
 // H200 f16/bf16 (docs/PERF.md): 14336 x 5120 and 27648 x 5120 1.01-1.24x qmm_affine_wgmma;
 // 5120 x 14336 0.83-1.02x (40 row tiles: K split three ways, the partial sums cost more than they
-// save); M = 96..128 0.94-0.98x.
+// save); M = 96..128 0.94-0.98x. A matrix with a device pack goes to qmm_affine_wgmma on its
+// reordered codes instead: H200 M = 48, 64 on 14336 x 5120 and 27648 x 5120, 1.09-1.22x.
 std::string qmm_affine_wgrf_ahead_supports(const Problem& p) {
   if (p.format.group_size != 32 && p.n < 12288)
     return "selected for groups of 64k with N >= 12288 only (H200 5120 x 14336: 0.83-1.02x "
            "qmm_affine_wgmma)";
+  if (p.device_packed)
+    return "w has a device pack: qmm_affine_wgmma on its reordered codes is faster (H200 M = 48, "
+           "64: 1.09-1.22x)";
   return qmm_affine_wgrf_supports(p);
 }
 
