@@ -51,13 +51,14 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
 // scales and biases become one run of bytes (the GEMV then reads one stream per thread). The pack
 // costs a second copy of the weights. Where no packed kernel applies, w comes back as it was,
 // without a pack.
-// A device matrix (affine 4- or 8-bit, W [N, K], group a multiple of 64, N a multiple of 128, f16
-// or bf16 scales, on an sm_90 GPU with this build's sm_90a code) gets w.device_pack instead: its
-// codes in the order of the large-M kernel's tensor-core operands (CUTLASS's reordered layout)
+// A device matrix (affine 2-, 4- or 8-bit, W [N, K], group a multiple of 64, N a multiple of 128,
+// f16 or bf16 scales, on an sm_90 GPU with this build's sm_90a code) gets w.device_pack instead:
+// its codes in the order of the large-M kernel's tensor-core operands (CUTLASS's reordered layout)
 // and its scales and biases transposed to [K/G, N], made on ctx's stream and waited for (a
 // load-time call, not for a graph capture). matmul reads it from M = 33 on (M = 24 for 8-bit).
 // H200: int4 M = 48..64 1.09-1.22x, M = 96..384 1.05-1.38x, M >= 1024 1.04-1.24x faster; int8 M =
-// 32..128 1.12-1.35x, M >= 256 1.02-1.14x (medians of two runs; docs/PERF.md). Same terms as the host pack: a snapshot of
+// 32..128 1.12-1.35x, M >= 256 1.02-1.14x; int2 M = 64..128 1.42-1.73x, M >= 256 1.15-1.32x
+// (medians of two runs; docs/PERF.md). Same terms as the host pack: a snapshot of
 // the buffers it was made from.
 QuantizedMatrix prepack(const QuantizedMatrix& w, const Context& ctx = {});
 

@@ -130,18 +130,15 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
         auto run = [&]<int CLUSTER>() {
-          if constexpr (BITS == 4 || BITS == 8) {
-            if (pack) {
-              WgmmaArgs b = a;
-              b.codes = pack->codes;
-              const std::size_t bytes =
-                  qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(b);
-              void* workspace =
-                  bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-              failed =
-                  launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(b, workspace, stream);
-              return;
-            }
+          if (pack) {
+            WgmmaArgs b = a;
+            b.codes = pack->codes;
+            const std::size_t bytes =
+                qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(b);
+            void* workspace =
+                bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+            failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(b, workspace, stream);
+            return;
           }
           const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
           void* workspace =
@@ -164,7 +161,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   QUANTA_CUDA_CHECK_LAUNCH();
 }
 
-// quanta::prepack of a device matrix: 4- and 8-bit affine weights that qmm_affine_wgmma serves,
+// quanta::prepack of a device matrix: 2-, 4- and 8-bit affine weights that qmm_affine_wgmma serves,
 // codes reordered for its tiles and scales and biases transposed to [K/G, N], made on ctx's stream
 // and waited for.
 std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx) {
@@ -184,9 +181,8 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   // wrong (H200, M = 1024: N = 136 and 264 rel-L2 0.11-0.16; N = 128, 256, 384, 1024 with K =
   // 4096, 4160, 4224 exact as the unpacked kernel).
   const int bits = w.format.bits;
-  if (w.format.scheme != Scheme::affine || (bits != 4 && bits != 8) || w.n % 128 != 0 ||
-      p.compute_capability != 90 || !qmm_affine_wgmma_supports(p).empty() ||
-      !is_aligned(w.codes, 16))
+  if (w.format.scheme != Scheme::affine || w.n % 128 != 0 || p.compute_capability != 90 ||
+      !qmm_affine_wgmma_supports(p).empty() || !is_aligned(w.codes, 16))
     return nullptr;
   const cudaStream_t stream = stream_of(ctx);
   const int n = static_cast<int>(w.n), k = static_cast<int>(w.k);
@@ -209,10 +205,8 @@ std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, con
   pack->biases_t = scales_t + sb_entries;
   pack->storage = buf;
   dispatch_half_dtype(w.scale_dtype, [&]<class T>() {
-    if (bits == 8)
-      reorder_codes<T, 8>(w.codes, base, n, k, stream);
-    else
-      reorder_codes<T, 4>(w.codes, base, n, k, stream);
+    dispatch_value<kWgmmaBits>(
+        bits, [&]<int BITS>() { reorder_codes<T, BITS>(w.codes, base, n, k, stream); });
   });
   QUANTA_CUDA_CHECK_LAUNCH();
   transpose_scales(w, scales_t, stream);

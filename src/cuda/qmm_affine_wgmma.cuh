@@ -48,7 +48,7 @@ template <class T, int BITS, int TOKENS, int CLUSTER = 1>
 const char* launch_qmm_affine_wgmma(const WgmmaArgs& a, void* workspace, cudaStream_t stream);
 
 // The same GEMM on codes in CUTLASS's reordered layout (a.codes from reorder_codes: a device
-// pack, quanta::prepack). Instances: 4-bit, every token tile (256 in clusters of 1 and 2)
+// pack, quanta::prepack). Instances: 2/4/8-bit, every token tile (256 in clusters of 1 and 2)
 // (qmm_affine_wgmma_packed_*.cu).
 template <class T, int BITS, int TOKENS, int CLUSTER>
 std::size_t qmm_affine_wgmma_workspace_packed(const WgmmaArgs& a);

@@ -233,15 +233,15 @@ TEST_P(CudaAffine, WgmmaKernel) {
     }
 }
 
-// quanta::prepack of a device matrix: 4/8-bit codes reordered for qmm_affine_wgmma's tiles (M = 40:
-// 64 tokens, 100 and 300: 128, 515: 256 in one CTA per cluster, 1024: clusters of two; K = 4160
+// quanta::prepack of a device matrix: 2/4/8-bit codes reordered for qmm_affine_wgmma's tiles (M =
+// 40: 64 tokens, 100 and 300: 128, 515: 256 in one CTA per cluster, 1024: clusters of two; K = 4160
 // ends on a partial 128-wide K step) and scales transposed once;
 // a pack carried over to another matrix is not used; widths and N the pack does not serve get
 // none (N not a multiple of 128 computed wrong on reordered codes) and still compute right.
 TEST_P(CudaAffine, WgmmaDevicePack) {
   const auto [bits, group] = GetParam();
-  if ((bits != 4 && bits != 8) || group % 64 != 0)
-    GTEST_SKIP() << "the device pack serves 4- and 8-bit groups of 64k";
+  if ((bits != 2 && bits != 4 && bits != 8) || group % 64 != 0)
+    GTEST_SKIP() << "the device pack serves 2-, 4- and 8-bit groups of 64k";
   if (cuda::compute_capability() != 90) GTEST_SKIP() << "qmm_affine_wgmma needs sm_90";
   const int64_t k = group == 128 ? 4224 : 4160;
   const Format f = Format::affine(bits, group);
@@ -263,7 +263,7 @@ TEST_P(CudaAffine, WgmmaDevicePack) {
     run_check(hw3, p3, t, 1024, "qmm_affine_wgmma", 48);
   }
   const QuantizedMatrix other =
-      host_weights(Format::affine(2, group), DType::f16, 256, k, Layout::nk, 46);
+      host_weights(Format::affine(3, group), DType::f16, 256, k, Layout::nk, 46);
   EXPECT_FALSE(prepack(to_device(other)).device_pack);
 }
 
