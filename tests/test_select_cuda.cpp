@@ -3,9 +3,11 @@
 // Needs no GPU (Problem carries the compute capability); skips in a build without CUDA.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "core/kernel.hpp"
+#include "cuda/device_pack.hpp"
 #include "quanta/error.hpp"
 
 namespace quanta {
@@ -74,6 +76,24 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
     EXPECT_EQ(pick(affine_problem(257, t, 4, 64, 14336, 5120, Layout::nk, 80)), "qmm_affine_mma");
     EXPECT_EQ(pick(affine_problem(512, t, 4, 64, 14336, 5120, Layout::nk, 100)), "qmm_affine_dq");
   }
+}
+
+// matmul_problem marks a matrix with a device pack, but only for x of the scales' dtype (the pack
+// holds scales of that dtype; qmm_affine_wgmma reads it only then).
+TEST_F(SelectCuda, ProblemMarksADevicePackForItsDtype) {
+  QuantizedMatrix w;
+  w.format = Format::affine(4, 64);
+  w.scale_dtype = DType::f16;
+  w.location = Location::device;
+  w.n = 14336;
+  w.k = 5120;
+  const ConstMatrixView x{nullptr, DType::f16, 48, 5120, Location::device};
+  EXPECT_FALSE(matmul_problem(Op::matmul, x, w).device_packed);
+  w.device_pack = std::make_shared<const DevicePack>();
+  EXPECT_TRUE(matmul_problem(Op::matmul, x, w).device_packed);
+  ConstMatrixView xb = x;
+  xb.dtype = DType::bf16;
+  EXPECT_FALSE(matmul_problem(Op::matmul, xb, w).device_packed);
 }
 
 TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
