@@ -377,8 +377,16 @@ inline void fp8_rows(const WeightPlan& w, const float* xp, const Span& sp, float
     int64_t e = sp.k0;
     for (; e + 4 * W <= sp.k1; e += 4 * W) {
       prefetch_stream(row + e);
-      step(row + e, e, a0, a1);
-      step(row + e + 2 * W, e + 2 * W, a2, a3);
+      if constexpr (kVal == Val::e4m3) {  // one NaN check for the 4W codes
+        if (V::e4m3_nan4(row + e)) nan = 1;
+        a0 = V::fma(V::load(xp + e), V::e4m3v(row + e), a0);
+        a1 = V::fma(V::load(xp + e + W), V::e4m3v(row + e + W), a1);
+        a2 = V::fma(V::load(xp + e + 2 * W), V::e4m3v(row + e + 2 * W), a2);
+        a3 = V::fma(V::load(xp + e + 3 * W), V::e4m3v(row + e + 3 * W), a3);
+      } else {
+        step(row + e, e, a0, a1);
+        step(row + e + 2 * W, e + 2 * W, a2, a3);
+      }
     }
     for (; e + 2 * W <= sp.k1; e += 2 * W) {
       prefetch_stream(row + e);

@@ -312,6 +312,19 @@ struct V {
                                        _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
     return _mm512_cvtph_ps(h);
   }
+  // e4m3s without the NaN check, for loops that check 4W codes at once (e4m3_nan4).
+  static F e4m3v(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
+                                       _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
+    return _mm512_cvtph_ps(h);
+  }
+  // Whether any of the 4W codes at p is an E4M3FN NaN (0x7f / 0xff).
+  static bool e4m3_nan4(const uint8_t* p) {
+    const __m512i b = _mm512_loadu_si512(p);
+    return _mm512_cmpeq_epi8_mask(_mm512_and_si512(b, _mm512_set1_epi8(0x7f)),
+                                  _mm512_set1_epi8(0x7f)) != 0;
+  }
   // E4M3FN exactly, NaN codes give NaN.
   static F e4m3(const uint8_t* p) {
     uint32_t nan = 0;

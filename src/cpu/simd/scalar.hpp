@@ -158,6 +158,15 @@ struct V {
     const uint16_t h = static_cast<uint16_t>((b & 0x80) << 8 | (b & 0x7f) << 7);
     return f16_bits_to_f32(h);
   }
+  static F e4m3v(const uint8_t* p) {
+    uint32_t nan = 0;
+    return e4m3s(p, nan);
+  }
+  static bool e4m3_nan4(const uint8_t* p) {
+    for (int i = 0; i < 4 * W; ++i)
+      if ((p[i] & 0x7f) == 0x7f) return true;
+    return false;
+  }
   static F e4m3(const uint8_t* p) {
     uint32_t nan = 0;
     const float v = e4m3s(p, nan) * 256.0f;
