@@ -1,17 +1,6 @@
-// qmm_affine_wgmma on a device pack (reordered codes): bf16 activations, 2-bit codes, every token
-// tile (256 in clusters of 1 and 2), and the reorder itself.
-#include "cuda/qmm_affine_wgmma_impl.cuh"
+// qmm_affine_wgmma on a device pack (reordered codes): bf16 activations, 2-bit codes.
+#include "cuda/qmm_affine_wgmma_packed.cuh"
 
 namespace quanta::cuda {
-// clang-format off
-template std::size_t qmm_affine_wgmma_workspace_packed<__nv_bfloat16, 2, 64, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__nv_bfloat16, 2, 128, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__nv_bfloat16, 2, 256, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__nv_bfloat16, 2, 256, 2>(const WgmmaArgs&);
-template const char* launch_qmm_affine_wgmma_packed<__nv_bfloat16, 2, 64, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__nv_bfloat16, 2, 128, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__nv_bfloat16, 2, 256, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__nv_bfloat16, 2, 256, 2>(const WgmmaArgs&, void*, cudaStream_t);
-template void reorder_codes<__nv_bfloat16, 2>(const void*, void*, int, int, cudaStream_t);
-// clang-format on
+QUANTA_WGMMA_PACKED_INSTANCES(__nv_bfloat16, 2)
 }  // namespace quanta::cuda

@@ -1,17 +1,6 @@
-// qmm_affine_wgmma on a device pack (reordered codes): f16 activations, 8-bit codes, every token
-// tile (256 in clusters of 1 and 2), and the reorder itself.
-#include "cuda/qmm_affine_wgmma_impl.cuh"
+// qmm_affine_wgmma on a device pack (reordered codes): f16 activations, 8-bit codes.
+#include "cuda/qmm_affine_wgmma_packed.cuh"
 
 namespace quanta::cuda {
-// clang-format off
-template std::size_t qmm_affine_wgmma_workspace_packed<__half, 8, 64, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__half, 8, 128, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__half, 8, 256, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__half, 8, 256, 2>(const WgmmaArgs&);
-template const char* launch_qmm_affine_wgmma_packed<__half, 8, 64, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__half, 8, 128, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__half, 8, 256, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__half, 8, 256, 2>(const WgmmaArgs&, void*, cudaStream_t);
-template void reorder_codes<__half, 8>(const void*, void*, int, int, cudaStream_t);
-// clang-format on
+QUANTA_WGMMA_PACKED_INSTANCES(__half, 8)
 }  // namespace quanta::cuda
