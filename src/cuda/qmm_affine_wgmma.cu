@@ -103,7 +103,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
                                ? w.device_pack.get()
                                : nullptr;
   WgmmaArgs a{};
-  a.codes = w.codes;
+  a.codes = pack ? pack->codes : w.codes;
   if (pack) {
     a.scales_t = pack->scales_t;
     a.biases_t = pack->biases_t;
@@ -130,14 +130,12 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
         auto run = [&]<int CLUSTER>() {
-          if (pack) {
-            WgmmaArgs b = a;
-            b.codes = pack->codes;
+          if (pack) {  // a.codes are the pack's reordered ones
             const std::size_t bytes =
-                qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(b);
+                qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(a);
             void* workspace =
                 bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-            failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(b, workspace, stream);
+            failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
             return;
           }
           const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);

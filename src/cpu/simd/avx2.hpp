@@ -259,16 +259,7 @@ struct V {
   }
 
   // ---- minifloats (W codes, one byte each) ----
-  static F e4m3s(const uint8_t* p, uint32_t& nan) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    nan |= static_cast<uint32_t>(_mm_movemask_epi8(
-               _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f)))) &
-           0xffu;
-    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
-                                    _mm_set1_epi16(static_cast<int16_t>(0xbf80)));
-    return _mm256_cvtph_ps(h);
-  }
-  // e4m3s without the NaN check, for loops that check 4W codes at once (e4m3_nan4).
+  // E4M3FN / 256 without the NaN check (loops check 4W codes at once with e4m3_nan4).
   static F e4m3v(const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7),
@@ -280,6 +271,14 @@ struct V {
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(b, _mm256_set1_epi8(0x7f)),
                                                   _mm256_set1_epi8(0x7f))) != 0;
+  }
+  // e4m3v, with the W codes' NaNs setting bits in `nan`.
+  static F e4m3s(const uint8_t* p, uint32_t& nan) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    nan |= static_cast<uint32_t>(_mm_movemask_epi8(
+               _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f)))) &
+           0xffu;
+    return e4m3v(p);
   }
   static F e4m3(const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));

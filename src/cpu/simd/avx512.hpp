@@ -302,19 +302,12 @@ struct V {
   }
 
   // ---- minifloats (W codes, one byte each) ----
-  // E4M3FN / 256, exact for every code except NaN (0x7f/0xff), which set bits in `nan`.
-  static F e4m3s(const uint8_t* p, uint32_t& nan) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    nan |= _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
-    // sign-extended byte << 7 is s.s.eeee.mmm.0000000; clearing bit 14 leaves the binary16
-    // s.0eeee.mmm0000000 = value / 2^8 (E4M3 bias 7 vs binary16 bias 15)
-    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
-                                       _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
-    return _mm512_cvtph_ps(h);
-  }
-  // e4m3s without the NaN check, for loops that check 4W codes at once (e4m3_nan4).
+  // E4M3FN / 256, exact for every code except NaN (0x7f/0xff), which is not detected here (loops
+  // check 4W codes at once with e4m3_nan4, or use e4m3s).
   static F e4m3v(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // sign-extended byte << 7 is s.s.eeee.mmm.0000000; clearing bit 14 leaves the binary16
+    // s.0eeee.mmm0000000 = value / 2^8 (E4M3 bias 7 vs binary16 bias 15)
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
                                        _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
     return _mm512_cvtph_ps(h);
@@ -324,6 +317,12 @@ struct V {
     const __m512i b = _mm512_loadu_si512(p);
     return _mm512_cmpeq_epi8_mask(_mm512_and_si512(b, _mm512_set1_epi8(0x7f)),
                                   _mm512_set1_epi8(0x7f)) != 0;
+  }
+  // e4m3v, with the W codes' NaNs setting bits in `nan`.
+  static F e4m3s(const uint8_t* p, uint32_t& nan) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    nan |= _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+    return e4m3v(p);
   }
   // E4M3FN exactly, NaN codes give NaN.
   static F e4m3(const uint8_t* p) {
