@@ -21,7 +21,7 @@ struct DevicePack {
   int64_t n = 0, k = 0;
 
   std::shared_ptr<void> storage;   // owns the device bytes below
-  const void* codes = nullptr;     // CUTLASS's reordered layout of the codes (qmm_affine_wgmma)
+  const void* codes = nullptr;     // reordered as qmm_affine_wgmma reads them (Gemm::AtomQ)
   const void* scales_t = nullptr;  // scale dtype [K/G, N]
   const void* biases_t = nullptr;  // scale dtype [K/G, N]
 
