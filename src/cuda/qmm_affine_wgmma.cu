@@ -26,22 +26,29 @@ QUANTA_WGMMA_INSTANCES(extern, __nv_bfloat16, 8)
 
 namespace {
 
-// Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
-// 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
-// M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
-// to 512 on two shapes of three (120 / 216 us against 162 / 242). QUANTA_QMM_WGMMA_TOKENS
-// overrides it.
 int env_int(const char* name, int fallback) {
   const char* e = std::getenv(name);
   return e && *e ? std::atoi(e) : fallback;
 }
 
-int token_tile(int64_t m) {
-  if (const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0); t == 64 || t == 128 || t == 256)
-    return t;
+// 192-token tiles, built for a device pack of 4-bit codes only (qmm_affine_wgmma_packed_192.cu).
+constexpr int kWgmmaPackedTokenTile = 192;
+
+// Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
+// 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
+// M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
+// to 512 on two shapes of three (120 / 216 us against 162 / 242). There, for a device pack of
+// 4-bit codes (`packed4`), two 192-wide tiles beat three 128-wide from M = 272 where W has 48+
+// row tiles (1.03-1.41x on five shapes, N = 6144..27648) and lost with 40 (5120 x 14336:
+// 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x). QUANTA_QMM_WGMMA_TOKENS
+// overrides it.
+int token_tile(int64_t m, int64_t n, bool packed4) {
+  const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0);
+  if (t == 64 || t == 128 || t == 256 || (t == kWgmmaPackedTokenTile && packed4)) return t;
   if (m <= 64) return 64;
-  if (m <= 128 || (m > 256 && m <= 384)) return 128;
-  return 256;
+  if (m > 256 && m <= 384)
+    return packed4 && m >= 272 && n >= 48 * 128 ? kWgmmaPackedTokenTile : 128;
+  return m <= 128 ? 128 : 256;
 }
 
 // CTAs per cluster for 256-token tiles: 2 from M = 1024, where sharing each x tile between two
@@ -126,27 +133,33 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   a.raster = std::clamp(env_int("QUANTA_QMM_WGMMA_RASTER", 0), 0, 2);
   const char* failed = nullptr;
   bool served = false;
+  const int tokens = token_tile(x.rows, w.n, pack && w.format.bits == 4);
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
-      dispatch_value<kWgmmaTokenTiles>(token_tile(x.rows), [&]<int TOKENS>() {
-        auto run = [&]<int CLUSTER>() {
-          if (pack) {  // a.codes are the pack's reordered ones
-            const std::size_t bytes =
-                qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(a);
-            void* workspace =
-                bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-            failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
-            return;
-          }
+      auto run = [&]<int TOKENS, int CLUSTER>() {
+        if (pack) {  // a.codes are the pack's reordered ones
+          const std::size_t bytes = qmm_affine_wgmma_workspace_packed<T, BITS, TOKENS, CLUSTER>(a);
+          void* workspace =
+              bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+          failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
+          return;
+        }
+        if constexpr (TOKENS != kWgmmaPackedTokenTile) {
           const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
           void* workspace =
               bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
           failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
-        };
-        if constexpr (TOKENS == 256) {
-          if (cluster_of(x.rows) == 2) return run.template operator()<2>();
         }
-        run.template operator()<1>();
+      };
+      if constexpr (BITS == 4) {
+        if (tokens == kWgmmaPackedTokenTile)
+          return run.template operator()<kWgmmaPackedTokenTile, 1>();
+      }
+      dispatch_value<kWgmmaTokenTiles>(tokens, [&]<int TOKENS>() {
+        if constexpr (TOKENS == 256) {
+          if (cluster_of(x.rows) == 2) return run.template operator()<TOKENS, 2>();
+        }
+        run.template operator()<TOKENS, 1>();
       });
     });
   });
