@@ -31,7 +31,7 @@ int env_int(const char* name, int fallback) {
   return e && *e ? std::atoi(e) : fallback;
 }
 
-// 192-token tiles, built for a device pack of 4-bit codes only (qmm_affine_wgmma_packed_192.cu).
+// 192-token tiles, built for device packs only (qmm_affine_wgmma_packed_192.cu).
 constexpr int kWgmmaPackedTokenTile = 192;
 
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
@@ -42,12 +42,11 @@ constexpr int kWgmmaPackedTokenTile = 192;
 // row tiles (1.03-1.41x on five shapes, N = 6144..27648) and lost with 40 (5120 x 14336:
 // 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x). QUANTA_QMM_WGMMA_TOKENS
 // overrides it.
-int token_tile(int64_t m, int64_t n, bool packed4) {
+int token_tile(int64_t m, int64_t n, bool packed) {
   const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0);
-  if (t == 64 || t == 128 || t == 256 || (t == kWgmmaPackedTokenTile && packed4)) return t;
+  if (t == 64 || t == 128 || t == 256 || (t == kWgmmaPackedTokenTile && packed)) return t;
   if (m <= 64) return 64;
-  if (m > 256 && m <= 384)
-    return packed4 && m >= 272 && n >= 48 * 128 ? kWgmmaPackedTokenTile : 128;
+  if (m > 256 && m <= 384) return packed && m >= 272 && n >= 48 * 128 ? kWgmmaPackedTokenTile : 128;
   return m <= 128 ? 128 : 256;
 }
 
@@ -133,7 +132,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   a.raster = std::clamp(env_int("QUANTA_QMM_WGMMA_RASTER", 0), 0, 2);
   const char* failed = nullptr;
   bool served = false;
-  const int tokens = token_tile(x.rows, w.n, pack && w.format.bits == 4);
+  const int tokens = token_tile(x.rows, w.n, pack != nullptr);
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       auto run = [&]<int TOKENS, int CLUSTER>() {
@@ -151,10 +150,8 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
           failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
         }
       };
-      if constexpr (BITS == 4) {
-        if (tokens == kWgmmaPackedTokenTile)
-          return run.template operator()<kWgmmaPackedTokenTile, 1>();
-      }
+      if (tokens == kWgmmaPackedTokenTile)
+        return run.template operator()<kWgmmaPackedTokenTile, 1>();
       dispatch_value<kWgmmaTokenTiles>(tokens, [&]<int TOKENS>() {
         if constexpr (TOKENS == 256) {
           if (cluster_of(x.rows) == 2) return run.template operator()<TOKENS, 2>();

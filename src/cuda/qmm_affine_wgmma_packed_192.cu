@@ -1,12 +1,18 @@
-// qmm_affine_wgmma on a device pack: 4-bit codes, 192-token tiles (M in (256, 384]: two tiles
-// instead of three 128-token ones, so W is dequantized twice per call instead of three times).
+// qmm_affine_wgmma on a device pack: 192-token tiles for 2-, 4- and 8-bit codes (M = 272..384:
+// two tiles instead of three 128-token ones, so W is dequantized twice per call, not three times).
 #include "cuda/qmm_affine_wgmma_impl.cuh"
 
-namespace quanta::cuda {
 // clang-format off
-template std::size_t qmm_affine_wgmma_workspace_packed<__half, 4, 192, 1>(const WgmmaArgs&);
-template std::size_t qmm_affine_wgmma_workspace_packed<__nv_bfloat16, 4, 192, 1>(const WgmmaArgs&);
-template const char* launch_qmm_affine_wgmma_packed<__half, 4, 192, 1>(const WgmmaArgs&, void*, cudaStream_t);
-template const char* launch_qmm_affine_wgmma_packed<__nv_bfloat16, 4, 192, 1>(const WgmmaArgs&, void*, cudaStream_t);
+#define QUANTA_WGMMA_PACKED_192(T, BITS) \
+  template std::size_t qmm_affine_wgmma_workspace_packed<T, BITS, 192, 1>(const WgmmaArgs&); \
+  template const char* launch_qmm_affine_wgmma_packed<T, BITS, 192, 1>(const WgmmaArgs&, void*, cudaStream_t);
 // clang-format on
+
+namespace quanta::cuda {
+QUANTA_WGMMA_PACKED_192(__half, 2)
+QUANTA_WGMMA_PACKED_192(__half, 4)
+QUANTA_WGMMA_PACKED_192(__half, 8)
+QUANTA_WGMMA_PACKED_192(__nv_bfloat16, 2)
+QUANTA_WGMMA_PACKED_192(__nv_bfloat16, 4)
+QUANTA_WGMMA_PACKED_192(__nv_bfloat16, 8)
 }  // namespace quanta::cuda

@@ -234,7 +234,7 @@ TEST_P(CudaAffine, WgmmaKernel) {
 }
 
 // quanta::prepack of a device matrix: 2/4/8-bit codes reordered for qmm_affine_wgmma's tiles (M =
-// 40: 64 tokens, 100, 300 and 384: 128, and 192 forced for 4-bit codes, 515: 256 in one CTA per
+// 40: 64 tokens, 100, 300 and 384: 128, and 192 forced, 515: 256 in one CTA per
 // cluster, 1024: clusters of two; K = 4160 ends on a partial 128-wide K step) and scales
 // transposed once;
 // a pack carried over to another matrix is not used; widths and N the pack does not serve get
@@ -252,11 +252,10 @@ TEST_P(CudaAffine, WgmmaDevicePack) {
     ASSERT_TRUE(p.device_pack) << gpu_test::describe(hw, t, 1);
     EXPECT_TRUE(p.describe().ends_with(" packed")) << p.describe();
     for (int64_t m : {40, 100, 300, 384, 515, 1024}) run_check(hw, p, t, m, "qmm_affine_wgmma", 42);
-    if (bits == 4) {  // 192-token tiles (chosen only where W has 48+ row tiles)
-      ::setenv("QUANTA_QMM_WGMMA_TOKENS", "192", 1);
-      for (int64_t m : {100, 300, 384}) run_check(hw, p, t, m, "qmm_affine_wgmma", 49);
-      ::unsetenv("QUANTA_QMM_WGMMA_TOKENS");
-    }
+    // 192-token tiles (chosen only where W has 48+ row tiles), forced.
+    ::setenv("QUANTA_QMM_WGMMA_TOKENS", "192", 1);
+    for (int64_t m : {100, 300, 384}) run_check(hw, p, t, m, "qmm_affine_wgmma", 49);
+    ::unsetenv("QUANTA_QMM_WGMMA_TOKENS");
     for (int64_t m : {1, 1024}) run_check(hw, p, t, m, "auto", 43);
     const QuantizedMatrix hw2 = host_weights(f, t, 256, k, Layout::nk, 44);
     QuantizedMatrix w2 = to_device(hw2);
