@@ -37,11 +37,11 @@ constexpr int kWgmmaPackedTokenTile = 192;
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
 // 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
 // M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
-// to 512 on two shapes of three (120 / 216 us against 162 / 242). There, for a device pack of
-// 4-bit codes (`packed4`), two 192-wide tiles beat three 128-wide from M = 272 where W has 48+
-// row tiles (1.03-1.41x on five shapes, N = 6144..27648) and lost with 40 (5120 x 14336:
-// 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x). QUANTA_QMM_WGMMA_TOKENS
-// overrides it.
+// to 512 on two shapes of three (120 / 216 us against 162 / 242). There, for a device pack
+// (`packed`), two 192-wide tiles beat three 128-wide from M = 272 where W has 48+ row tiles
+// (4-bit 1.03-1.41x on five shapes, N = 6144..27648; 2- and 8-bit 0.97-1.42x, medians >= 1.07x)
+// and lost with 40 (5120 x 14336: 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x).
+// QUANTA_QMM_WGMMA_TOKENS overrides it.
 int token_tile(int64_t m, int64_t n, bool packed) {
   const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0);
   if (t == 64 || t == 128 || t == 256 || (t == kWgmmaPackedTokenTile && packed)) return t;
