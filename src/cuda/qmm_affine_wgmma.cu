@@ -31,22 +31,23 @@ int env_int(const char* name, int fallback) {
   return e && *e ? std::atoi(e) : fallback;
 }
 
-// 192-token tiles, built for device packs only (qmm_affine_wgmma_packed_192.cu).
-constexpr int kWgmmaPackedTokenTile = 192;
+// 192-token tiles for M = 272..384 (qmm_affine_wgmma_192.cu, qmm_affine_wgmma_packed_192.cu),
+// cluster 1.
+constexpr int kWgmmaTokenTile192 = 192;
 
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
 // 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
 // M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
-// to 512 on two shapes of three (120 / 216 us against 162 / 242). There, for a device pack
-// (`packed`), two 192-wide tiles beat three 128-wide from M = 272 where W has 48+ row tiles
-// (4-bit 1.03-1.41x on five shapes, N = 6144..27648; 2- and 8-bit 0.97-1.42x, medians >= 1.07x)
-// and lost with 40 (5120 x 14336: 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x).
+// to 512 on two shapes of three (120 / 216 us against 162 / 242). There two 192-wide tiles beat
+// three 128-wide from M = 272 where W has 48+ row tiles (device packs: 4-bit 1.03-1.41x on five
+// shapes, N = 6144..27648, 2- and 8-bit 0.97-1.42x; W's own codes 1.02-1.43x on three) and lost
+// with 40 (packed 5120 x 14336: 0.82-0.93x, 80 tiles on 132 SMs) and at M = 257 (0.82-1.18x).
 // QUANTA_QMM_WGMMA_TOKENS overrides it.
-int token_tile(int64_t m, int64_t n, bool packed) {
+int token_tile(int64_t m, int64_t n) {
   const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0);
-  if (t == 64 || t == 128 || t == 256 || (t == kWgmmaPackedTokenTile && packed)) return t;
+  if (t == 64 || t == 128 || t == 192 || t == 256) return t;
   if (m <= 64) return 64;
-  if (m > 256 && m <= 384) return packed && m >= 272 && n >= 48 * 128 ? kWgmmaPackedTokenTile : 128;
+  if (m > 256 && m <= 384) return m >= 272 && n >= 48 * 128 ? kWgmmaTokenTile192 : 128;
   return m <= 128 ? 128 : 256;
 }
 
@@ -132,7 +133,7 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
   a.raster = std::clamp(env_int("QUANTA_QMM_WGMMA_RASTER", 0), 0, 2);
   const char* failed = nullptr;
   bool served = false;
-  const int tokens = token_tile(x.rows, w.n, pack != nullptr);
+  const int tokens = token_tile(x.rows, w.n);
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_value<kWgmmaBits>(w.format.bits, [&]<int BITS>() {
       auto run = [&]<int TOKENS, int CLUSTER>() {
@@ -143,15 +144,11 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
           failed = launch_qmm_affine_wgmma_packed<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
           return;
         }
-        if constexpr (TOKENS != kWgmmaPackedTokenTile) {
-          const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
-          void* workspace =
-              bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
-          failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
-        }
+        const std::size_t bytes = qmm_affine_wgmma_workspace<T, BITS, TOKENS, CLUSTER>(a);
+        void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
+        failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
       };
-      if (tokens == kWgmmaPackedTokenTile)
-        return run.template operator()<kWgmmaPackedTokenTile, 1>();
+      if (tokens == kWgmmaTokenTile192) return run.template operator()<kWgmmaTokenTile192, 1>();
       dispatch_value<kWgmmaTokenTiles>(tokens, [&]<int TOKENS>() {
         if constexpr (TOKENS == 256) {
           if (cluster_of(x.rows) == 2) return run.template operator()<TOKENS, 2>();

@@ -216,9 +216,9 @@ TEST_P(CudaAffine, RepackedKnRunsTheNkKernels) {
     }
 }
 
-// CUTLASS's mixed-input wgmma GEMM (sm_90a): every token tile (M picks 64, 128 or 256 wide),
-// ragged M, N not a multiple of the 128-row tile, K in one stage and in many (stream-K splits K
-// when the tiles are fewer than the SMs, so partial tiles are reduced across CTAs).
+// CUTLASS's mixed-input wgmma GEMM (sm_90a): every token tile (M picks 64, 128 or 256 wide; 192
+// forced), ragged M, N not a multiple of the 128-row tile, K in one stage and in many (stream-K
+// splits K when the tiles are fewer than the SMs, so partial tiles are reduced across CTAs).
 TEST_P(CudaAffine, WgmmaKernel) {
   const auto [bits, group] = GetParam();
   if ((bits != 2 && bits != 4 && bits != 8) || group % 64 != 0)
@@ -230,6 +230,9 @@ TEST_P(CudaAffine, WgmmaKernel) {
       const QuantizedMatrix w = to_device(hw);
       for (int64_t m : {24, 33, 64, 100, 200, 300, 515})
         if (bits != 2 || m > 32) run_check(hw, w, t, m, "qmm_affine_wgmma", 22);  // 2-bit: M > 32
+      ::setenv("QUANTA_QMM_WGMMA_TOKENS", "192", 1);  // chosen only where W has 48+ row tiles
+      for (int64_t m : {100, 300}) run_check(hw, w, t, m, "qmm_affine_wgmma", 23);
+      ::unsetenv("QUANTA_QMM_WGMMA_TOKENS");
     }
 }
 
