@@ -31,10 +31,6 @@ int env_int(const char* name, int fallback) {
   return e && *e ? std::atoi(e) : fallback;
 }
 
-// 192-token tiles for M = 272..384 (qmm_affine_wgmma_192.cu, qmm_affine_wgmma_packed_192.cu),
-// cluster 1.
-constexpr int kWgmmaTokenTile192 = 192;
-
 // Token-tile width for M rows of x. Measured on the H200 (int4 g64, three shapes, docs/PERF.md):
 // 64-wide tiles are best up to M = 64, 128-wide up to 128, 256-wide beyond (0.9x cuBLAS from
 // M = 1024), except M in (256, 384], where three 128-wide tiles beat two 256-wide ones padded
@@ -47,7 +43,7 @@ int token_tile(int64_t m, int64_t n) {
   const int t = env_int("QUANTA_QMM_WGMMA_TOKENS", 0);
   if (t == 64 || t == 128 || t == 192 || t == 256) return t;
   if (m <= 64) return 64;
-  if (m > 256 && m <= 384) return m >= 272 && n >= 48 * 128 ? kWgmmaTokenTile192 : 128;
+  if (m > 256 && m <= 384) return m >= 272 && n >= 48 * 128 ? 192 : 128;
   return m <= 128 ? 128 : 256;
 }
 
@@ -148,7 +144,6 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
         void* workspace = bytes ? stream_scratch(stream, Scratch::gemm_workspace, bytes) : nullptr;
         failed = launch_qmm_affine_wgmma<T, BITS, TOKENS, CLUSTER>(a, workspace, stream);
       };
-      if (tokens == kWgmmaTokenTile192) return run.template operator()<kWgmmaTokenTile192, 1>();
       dispatch_value<kWgmmaTokenTiles>(tokens, [&]<int TOKENS>() {
         if constexpr (TOKENS == 256) {
           if (cluster_of(x.rows) == 2) return run.template operator()<TOKENS, 2>();

@@ -33,10 +33,11 @@ struct WgmmaArgs {
 };
 
 // Code widths (CUTLASS's uint2b_t, uint4b_t, uint8_t) and token-tile widths built (CUTLASS's
-// tile is 128 rows of W x TOKENS rows of x x 64 along K); 256-token tiles also come in clusters
-// of 2 CTAs along W's rows, which share each x tile (TMA multicast).
+// tile is 128 rows of W x TOKENS rows of x x 64 along K; 192 in qmm_affine_wgmma{,_packed}_192.cu);
+// 256-token tiles also come in clusters of 2 CTAs along W's rows, which share each x tile (TMA
+// multicast).
 inline constexpr int kWgmmaBits[] = {2, 4, 8};
-inline constexpr int kWgmmaTokenTiles[] = {64, 128, 256};
+inline constexpr int kWgmmaTokenTiles[] = {64, 128, 192, 256};
 
 // Bytes of global workspace the instance needs for these arguments (stream-K partial tiles).
 template <class T, int BITS, int TOKENS, int CLUSTER = 1>
