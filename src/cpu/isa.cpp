@@ -85,7 +85,27 @@ CpuFeatures detect() {
     f.os_amx = f.amx_tile && (xcr & 0x60000) == 0x60000 && request_amx_permission();
     if (!f.os_amx) f.amx_tile = f.amx_int8 = f.amx_bf16 = false;
   }
-  if (cpuid(0x80000000u, 0).a >= 0x80000004u) {
+  // L1 data cache: the deterministic cache parameters (leaf 4 on Intel, 0x8000001D on AMD,
+  // same format), else AMD's legacy leaf 0x80000005 (ECX[31:24], KB).
+  const unsigned max_ext = cpuid(0x80000000u, 0).a;
+  const bool amd = cpuid(0, 0).b == 0x68747541u;  // "Auth"enticAMD
+  const unsigned cache_leaf = amd ? 0x8000001Du : 4u;
+  if (amd ? max_ext >= cache_leaf : max_leaf >= cache_leaf) {
+    for (unsigned i = 0; i < 16; ++i) {
+      const Regs r = cpuid(cache_leaf, i);
+      const unsigned type = r.a & 0x1f, level = (r.a >> 5) & 0x7;
+      if (type == 0) break;
+      if (type == 1 && level == 1) {  // data cache, level 1
+        const uint64_t bytes = uint64_t{((r.b >> 22) & 0x3ff) + 1} * (((r.b >> 12) & 0x3ff) + 1) *
+                               ((r.b & 0xfff) + 1) * (uint64_t{r.c} + 1);
+        f.l1d_kb = static_cast<int>(bytes / 1024);
+        break;
+      }
+    }
+  }
+  if (f.l1d_kb == 0 && amd && max_ext >= 0x80000005u)
+    f.l1d_kb = static_cast<int>(cpuid(0x80000005u, 0).c >> 24);
+  if (max_ext >= 0x80000004u) {
     char name[49] = {};
     for (unsigned i = 0; i < 3; ++i) {
       const Regs r = cpuid(0x80000002u + i, 0);
@@ -139,7 +159,8 @@ std::string CpuFeatures::describe() const {
                                                 {amx_int8, "amx_int8"}, {amx_bf16, "amx_bf16"}};
   for (const auto& [on, name] : flags)
     if (on) s += fmt::format(" {}", name);
-  s += fmt::format(" (best: {})", isa_name(best_isa()));
+  s += fmt::format(" (best: {}", isa_name(best_isa()));
+  s += l1d_kb > 0 ? fmt::format(", L1D {} KB)", l1d_kb) : std::string(")");
   return s;
 }
 
@@ -215,6 +236,17 @@ bool vnni_active() {
 
 void disable_vnni(bool off) {
   g_vnni_off.store(off, std::memory_order_relaxed);
+}
+
+bool far_prefetch_to_l2() {
+  static const bool to_l2 = [] {
+    const char* v = std::getenv("QUANTA_CPU_PREFETCH");
+    if (v != nullptr && std::string_view(v) == "l1") return false;
+    if (v != nullptr && std::string_view(v) == "l2") return true;
+    const int kb = cpu_features().l1d_kb;
+    return kb > 0 && kb < 48;
+  }();
+  return to_l2;
 }
 
 ScopedIsa::ScopedIsa(Isa isa) {

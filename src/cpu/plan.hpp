@@ -39,6 +39,8 @@ struct WeightPlan {
   // prepacked 5/6/8-bit) take x as integer planes (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the
   // avx512 level.
   bool int8_x = false;
+  // With int8_x: the next pass of rows is prefetched into L2 instead of L1 (far_prefetch_to_l2()).
+  bool prefetch_l2 = false;
   // The rows as quanta::prepack packed them (cpu/pack.hpp), or null: with int8_x, the affine
   // GEMV at M = 1..4 reads these instead of codes, scales and biases.
   const uint8_t* pack = nullptr;

@@ -171,8 +171,12 @@ __m512 load_sd(const uint8_t* p, DType t, int cnt) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
 }
 
-void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+// A line of the next pass (rows ahead), into L1 or L2 (WeightPlan::prefetch_l2).
+void prefetch(const uint8_t* p, bool l2) {
+  if (l2)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  else
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
 // The next pass's R rows as one run of bytes when they are consecutive in memory (else null):
@@ -239,8 +243,8 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       if (c < sc_lines)
         for (int r = 0; r < R; ++r) {
           const int64_t ahead = (next[r] * ng + g0) * sz + c * 64;
-          prefetch(w.scales + ahead);
-          prefetch(w.biases + ahead);
+          prefetch(w.scales + ahead, w.prefetch_l2);
+          prefetch(w.biases + ahead, w.prefetch_l2);
         }
       const int64_t off = off0 + c * kBlockBytes;
       auto planes = [&](int m, __m512i(&xv)[6]) {
@@ -249,7 +253,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       };
       auto codes = [&](int r, __m512i& c0, __m512i& c1) {
         const uint8_t* pf = seq ? seq + R * off + r * kBlockBytes : np[r] + off;
-        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(pf + l);
+        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(pf + l, w.prefetch_l2);
         load_codes<BITS>(rp[r] + off, c0, c1);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
@@ -396,7 +400,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const uint8_t* pf_end = pf + bytes;
     const int64_t per_step = (bytes / 64 + ns - 1) / ns;
     for (int s = 0; s < ns; ++s) {
-      for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch(pf);
+      for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch(pf, w.prefetch_l2);
       const __m512i idx = _mm512_add_epi32(lane_group, _mm512_set1_epi32(s * kGpv));
       const uint8_t* cp = p + s * R * kCode;
       auto codes = [&](const uint8_t* c, __m512i& c0, __m512i& c1) {
@@ -532,8 +536,8 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* pf = seq ? seq + R * off + r * kVecBytes : np[r] + off;
-      prefetch(pf);
-      prefetch(pf + 64);
+      prefetch(pf, w.prefetch_l2);
+      prefetch(pf + 64, w.prefetch_l2);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);

@@ -46,22 +46,26 @@ float half_to_float(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-void prefetch_block(const uint8_t* p, int64_t bytes) {
+// The next row's block, into L1 or L2 (WeightPlan::prefetch_l2).
+void prefetch_block(const uint8_t* p, int64_t bytes, bool l2) {
   for (int64_t o = 0; o < bytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+    if (l2)
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+    else
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
 
 // R rows of W (rp[r], blocks of BYTES) over every block, M rows of x (xr): block(blk, pb, b,
 // acc[r]) adds the block to the M accumulators of row r (pb[m]: the block's planes of row m of
 // x), the rows' next blocks prefetched (next[r]); y[m·ldy + r] = the lane sum of acc[r][m].
 template <int R, int64_t BYTES, int M, class Block>
-void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
                 const MultiPlanes& xr, float* y, int64_t ldy, Block&& block) {
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * BYTES, BYTES);
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * BYTES, BYTES, l2);
     const uint8_t* pb[M];
     for (int m = 0; m < M; ++m) pb[m] = xr.planes[m] + b * kPlaneBlock;
 #pragma GCC unroll 4
@@ -130,12 +134,12 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
 
 // q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd).
 template <int R, int M>
-void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3);
   const __m512i table = _mm512_load_si512(kCtl.q2s);
   block_rows<R, kQ2Bytes, M>(
-      rp, next, blocks, xr, y, ldy,
+      rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
         // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
@@ -177,11 +181,11 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
 // then vpdpwssd) this ran 1.18-1.25x on one core from L3 and 1.22-1.28x from DRAM
 // (docs/perf-cpu.md).
 template <int R, int M>
-void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
   block_rows<R, kQ3Bytes, M>(
-      rp, next, blocks, xr, y, ldy,
+      rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         const __m512i raw = _mm512_shuffle_epi8(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96))),
@@ -222,12 +226,12 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
 // in the code bytes (vpmaddubsw, then vpdpwssd) this ran 1.24-1.36x on one core from L3
 // (docs/perf-cpu.md).
 template <bool kFive, int R, int M>
-void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
                const MultiPlanes& xr, float* y, int64_t ldy) {
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
   block_rows<R, kBytes, M>(
-      rp, next, blocks, xr, y, ldy,
+      rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         // Lanes 0-7: the 6-bit scales, lanes 8-15 the mins (get_scale_min_k4), then as bytes.
         const __m512i raw = _mm512_shuffle_epi8(
@@ -278,11 +282,11 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
 // whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32; the -32 of
 // every code is the f32 term -32 · d · Σ_j s_j · xs_j.
 template <int R, int M>
-void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks,
+void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
   block_rows<R, kQ6Bytes, M>(
-      rp, next, blocks, xr, y, ldy,
+      rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
         // Byte 32h + l of code j: ql[64h + l] (j = 0, 2) or ql[64h + 32 + l] (j = 1, 3), low
         // nibble for j < 2; qh[32h + l] bits 2j, 2j + 1.
@@ -450,27 +454,27 @@ void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t 
       case Scheme::q2_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q2k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+              q2k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q3_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q3k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+              q3k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q4_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q45k_rows<false, R, MM>(rp, nx, blocks, xr, out, ldy);
+              q45k_rows<false, R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q5_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q45k_rows<true, R, MM>(rp, nx, blocks, xr, out, ldy);
+              q45k_rows<true, R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       default:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q6k_rows<R, MM>(rp, nx, blocks, xr, out, ldy);
+              q6k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
     }
   };
