@@ -141,12 +141,17 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   // (median 1.04x on 5120x14336, 1.00x on 14336x5120, M = 3, 4, 8, every width it serves;
   // docs/PERF.md); on 27648x5120 no count >= 2 fits one wave, and falling back to 1 warp there
   // lost up to 19%, so the doubling rule stays. QUANTA_QMM_I8_WARPS=w forces w.
+  // One column tile (M <= 4) of 2-bit g64 and 4-bit g128 codes starts that rule at 4 warps: on
+  // 14336x5120 and 27648x5120 (no one wave) 1.12-1.30x and 1.06-1.13x faster than 2, while 4-bit
+  // g64 / g32 and 8-bit ran best at 2 (H200, f16 and bf16, M = 3, 4; docs/PERF.md).
   const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
+  const bool wide_start = (w.format.bits == 2 && w.format.group_size == 64) ||
+                          (w.format.bits == 4 && w.format.group_size == 128);
   const bool one_wave = !std::getenv("QUANTA_QMM_I8_WARPS");
   const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4,
-                                 !whole_bytes ? 1
-                                 : a.m <= 4   ? 2
-                                              : 4,
+                                 !whole_bytes              ? 1
+                                 : a.m <= 4 && !wide_start ? 2
+                                                           : 4,
                                  "QUANTA_QMM_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;
