@@ -8,6 +8,7 @@
 
 #include "core/kernel.hpp"
 #include "cuda/device_pack.hpp"
+#include "cuda/i8_warps.hpp"
 #include "quanta/error.hpp"
 
 namespace quanta {
@@ -397,6 +398,34 @@ TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {
   const std::string why = explain(affine_problem(1, DType::f32));
   EXPECT_NE(why.find("qmm_affine_tc"), std::string::npos);
   EXPECT_NE(why.find("needs f16 or bf16 activations"), std::string::npos) << why;
+}
+
+// The integer-mma kernels' warp count on occupancies the H200 reported (132 SMs; blocks of 1..8
+// warps resident per SM for each instance): host arithmetic, no GPU needed.
+TEST(I8Warps, FewestWavesTimesSteps) {
+  constexpr int kSms = 132;
+  const int lean[cuda::kI8MaxWarps] = {16, 8, 5, 4, 3, 2, 2, 2};    // e.g. 4-bit g64
+  const int heavy[cuda::kI8MaxWarps] = {12, 6, 4, 3, 2, 2, 1, 1};   // e.g. 4-bit g32 bf16
+  const int light[cuda::kI8MaxWarps] = {24, 12, 8, 6, 4, 4, 3, 3};  // e.g. 3-bit g128 bf16
+  // 14336 rows (896 tiles), K = 5120 in groups of 64 (20 steps): 2 warps fit one wave, 4 take two
+  // at the same steps per warp: one wave wins the tie.
+  EXPECT_EQ(cuda::xc_wave_warps(4, 896, 20, kSms, lean, 2), 2);
+  // Groups of 32 (40 steps), six blocks of 2 per SM: 2 warps need 2 waves of 20 steps, 3 take 2
+  // waves of 14.
+  EXPECT_EQ(cuda::xc_wave_warps(4, 896, 40, kSms, heavy, 2), 3);
+  // 5120 rows, K = 14336 in groups of 128 (28 steps): 7 and 8 warps both fit one wave in 4
+  // steps: the most warps.
+  EXPECT_EQ(cuda::xc_wave_warps(3, 320, 28, kSms, light, 2), 8);
+  // 27648 rows (1728 tiles), 20 steps: 2, 4 and 5 warps tie at 20 over 2, 4 and 5 waves: 2-bit
+  // codes take the most warps, the others the fewest waves.
+  EXPECT_EQ(cuda::xc_wave_warps(2, 1728, 20, kSms, lean, 2), 5);
+  EXPECT_EQ(cuda::xc_wave_warps(4, 1728, 20, kSms, lean, 2), 2);
+  // No count >= 2 possible (one step, or no block resident): the fallback.
+  EXPECT_EQ(cuda::xc_wave_warps(4, 896, 1, kSms, lean, 1), 1);
+  const int none[cuda::kI8MaxWarps] = {};
+  EXPECT_EQ(cuda::xc_wave_warps(4, 896, 20, kSms, none, 4), 4);
+  // One wave with the most warps that fit it (qmv_affine_i8's rule).
+  EXPECT_EQ(cuda::i8_one_wave_warps(896, 20, kSms, lean, 1), 2);
 }
 
 }  // namespace

@@ -133,25 +133,18 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
-  // The most warps with which every block is resident at once (i8_one_wave_warps), else the
-  // doubling rule: at least 4 warps with two column tiles (H200 int4 g64, M = 8: 33-55 us against
-  // 46-65 with 2 and 42-66 with 8), 3/5/6 bits from 1 at every M (their steps are 96-192 bytes per
-  // lane, so fewer warps suffice: 1.04-1.24x faster than 4 warps at M = 5..8 on 14336x5120 and
-  // 27648x5120, docs/perf-cuda-i8-widths.md). Against the doubling rule alone: 0.98-1.16x
-  // (median 1.04x on 5120x14336, 1.00x on 14336x5120, M = 3, 4, 8, every width it serves;
-  // docs/PERF.md); on 27648x5120 no count >= 2 fits one wave, and falling back to 1 warp there
-  // lost up to 19%, so the doubling rule stays. QUANTA_QMM_I8_WARPS=w forces w.
-  // One column tile (M <= 4) of 2-bit g64 and 4-bit g128 codes starts that rule at 4 warps: on
-  // 14336x5120 and 27648x5120 (no one wave) 1.12-1.30x and 1.06-1.13x faster than 2, while 4-bit
-  // g64 / g32 and 8-bit ran best at 2 (H200, f16 and bf16, M = 3, 4; docs/PERF.md).
+  // Warps per block: xc_wave_warps at the instance's occupancy (the fewest waves times steps per
+  // warp), which replaced the most warps that fit one wave and, where none did, a doubling rule
+  // (H200, 192 width x group x dtype x M x shape cells: 1.03-1.41x on 52, 0.96-0.97x on 2 that
+  // route here; docs/PERF.md). The doubling rule stays as the fallback where no count >= 2 is
+  // possible (fewer than 2 steps): from 2 warps at M <= 4, else 4, 3/5/6 bits from 1.
+  // QUANTA_QMM_I8_WARPS=w forces w.
   const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
-  const bool wide_start = (w.format.bits == 2 && w.format.group_size == 64) ||
-                          (w.format.bits == 4 && w.format.group_size == 128);
   const bool one_wave = !std::getenv("QUANTA_QMM_I8_WARPS");
   const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4,
-                                 !whole_bytes              ? 1
-                                 : a.m <= 4 && !wide_start ? 2
-                                                           : 4,
+                                 !whole_bytes ? 1
+                                 : a.m <= 4   ? 2
+                                              : 4,
                                  "QUANTA_QMM_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;

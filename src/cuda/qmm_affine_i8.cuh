@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/i8_warps.hpp"
 #include "cuda/qmv_affine_i8.cuh"  // i8_pos, unpacks, loads, imma_16832, grid dependency
 
 namespace quanta::cuda {
@@ -347,8 +348,8 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
 }
 
 // Pre-pass (a grid row per row of x), then the main kernel with programmatic dependent launch.
-// one_wave: i8_one_wave_warps at this instance's occupancy (queried once per process), with
-// `warps` where no count >= 2 keeps every block resident; else `warps` as given.
+// one_wave: xc_wave_warps at this instance's occupancy (queried once per process), with `warps`
+// where no count >= 2 is possible; else `warps` as given.
 // On the geometry of groups of RG for a matrix with groups of G (xc_run_group).
 template <class T, int BITS, int RG, int NT, int G>
 cudaError_t launch_qmm_affine_i8_on(const XcArgs& a, int warps, bool one_wave,
@@ -358,7 +359,7 @@ cudaError_t launch_qmm_affine_i8_on(const XcArgs& a, int warps, bool one_wave,
     static const I8Occupancy occ =
         i8_occupancy(qmm_affine_i8_kernel<T, BITS, RG, NT, G>, 4 * NT * kXcRows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    warps = i8_one_wave_warps(tiles, a.k / RG / 4, occ.sms, occ.blocks_per_sm, warps);
+    warps = xc_wave_warps(BITS, tiles, a.k / RG / 4, occ.sms, occ.blocks_per_sm, warps);
   }
   const int threads = a.k / RG * 4;
   if (cudaError_t e =

@@ -46,13 +46,13 @@
 
 #include "cuda/common.cuh"
 #include "cuda/i8_layout.hpp"
+#include "cuda/i8_warps.hpp"
 #include "cuda/mma.cuh"
 #include "quanta/error.hpp"
 
 namespace quanta::cuda {
 
 inline constexpr int kI8Rows = 16;  // rows per block (the mma's M)
-inline constexpr int kI8MaxWarps = 8;
 
 struct I8Args {
   const uint8_t* codes;
@@ -244,35 +244,6 @@ bool dispatch_i8_width(int bits, int group, F&& f) {
         group, [&]<int G>() { f.template operator()<BITS, G>(); });
   });
   return hit;
-}
-
-// Warps per block (they split K): enough that the grid holds ~1280 warps, from min_warps (1, 2
-// or 4) to 8, at most one per step of K; the environment variable `env` overrides it for tuning
-// runs. The figures behind each caller's minimum are in docs/PERF.md.
-inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
-  int w = min_warps;
-  while (w < kI8MaxWarps && w * tiles < 1280) w *= 2;
-  if (const char* e = std::getenv(env)) w = std::atoi(e);
-  if (w < 1 || w > kI8MaxWarps) w = 2;
-  return std::min(w, std::max(1, steps));
-}
-
-// Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy
-// (blocks_per_sm[w - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at
-// most one per step, with which every block is resident at once (one wave); where no count >= 2
-// does, `fallback` (qmv_affine_i8: 8 if K has at least 32 steps, 4+ per warp: fine waves beat one
-// wave of 1-warp blocks that leaves half the SMs' warp slots empty, 4-bit g32 on 27648 x 5120:
-// 33.8 us against 44.2; else 1). H200, 2/4/8 bits x g32/64/128 on 14336x5120 / 5120x14336 /
-// 27648x5120, counts 1/2/4/8 only: the best of them on 25 of 27 cells and within 6% on the
-// others; 1.04-1.60x faster than the doubling rule where the counts differ (2-bit g32, 4-bit g32
-// most; docs/perf-cuda-i8-widths.md). Counts between the powers of two (Dec 1): int4 g64 on
-// 5120 x 14336 takes 5 (3 blocks, 15 warps per SM, where 4 left 9.7 on average and 6 did not
-// fit): 1.11x (docs/PERF.md).
-inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
-                             int fallback) {
-  for (int w = kI8MaxWarps; w >= 2; --w)
-    if (w <= steps && tiles <= sms * blocks_per_sm[w - 1]) return w;
-  return fallback;
 }
 
 // Whether a block's warps take contiguous ranges of K's steps rather than interleaved ones: with

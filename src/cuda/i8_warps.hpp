@@ -1,0 +1,67 @@
+// Warps per block for the integer-mma kernels (qmv_affine_i8, qmm_affine_i8): the block's warps
+// split K in steps of 4 groups, and the count trades warps per SM against waves of blocks. Host
+// code only, so the selection tests run without nvcc.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+namespace quanta::cuda {
+
+inline constexpr int kI8MaxWarps = 8;
+
+// Warps per block (they split K): enough that the grid holds ~1280 warps, from min_warps (1, 2
+// or 4) to 8, at most one per step of K; the environment variable `env` overrides it for tuning
+// runs. The figures behind each caller's minimum are in docs/PERF.md.
+inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
+  int w = min_warps;
+  while (w < kI8MaxWarps && w * tiles < 1280) w *= 2;
+  if (const char* e = std::getenv(env)) w = std::atoi(e);
+  if (w < 1 || w > kI8MaxWarps) w = 2;
+  return std::min(w, std::max(1, steps));
+}
+
+// Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy
+// (blocks_per_sm[w - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at
+// most one per step, with which every block is resident at once (one wave); where no count >= 2
+// does, `fallback` (qmv_affine_i8: 8 if K has at least 32 steps, 4+ per warp: fine waves beat one
+// wave of 1-warp blocks that leaves half the SMs' warp slots empty, 4-bit g32 on 27648 x 5120:
+// 33.8 us against 44.2; else 1). H200, 2/4/8 bits x g32/64/128 on 14336x5120 / 5120x14336 /
+// 27648x5120, counts 1/2/4/8 only: the best of them on 25 of 27 cells and within 6% on the
+// others; 1.04-1.60x faster than the doubling rule where the counts differ (2-bit g32, 4-bit g32
+// most; docs/perf-cuda-i8-widths.md). Counts between the powers of two (Dec 1): int4 g64 on
+// 5120 x 14336 takes 5 (3 blocks, 15 warps per SM, where 4 left 9.7 on average and 6 did not
+// fit): 1.11x (docs/PERF.md).
+inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
+                             int fallback) {
+  for (int w = kI8MaxWarps; w >= 2; --w)
+    if (w <= steps && tiles <= sms * blocks_per_sm[w - 1]) return w;
+  return fallback;
+}
+
+// Warps per block from the instance's occupancy (blocks_per_sm[w - 1]: blocks of w warps resident
+// per multiprocessor): the count w >= 2 (at most one per step) that minimises the waves of blocks
+// times the steps each warp runs, ceil(tiles / (sms · blocks_per_sm)) · ceil(steps / w), since a
+// partial last wave costs a whole one; `fallback` where none fits. On a tie: one wave (the most
+// warps that fit it, as i8_one_wave_warps), else for 2-bit codes the most warps and for the
+// others the fewest waves. E.g. 4-bit g32 bf16 (6 blocks of 2 warps per SM, 4 of 3) on
+// 14336x5120 takes 3 warps in 2 waves (14 steps a warp) over 2 in 2 (20 steps): 31 against 43 us.
+// H200, M = 3, 4, 8, every width, three shapes (docs/PERF.md).
+inline int xc_wave_warps(int bits, int tiles, int steps, int sms,
+                         const int (&blocks_per_sm)[kI8MaxWarps], int fallback) {
+  int best = 0;
+  int64_t best_cost = 0, best_waves = 0;
+  for (int w = 2; w <= kI8MaxWarps && w <= steps; ++w) {  // counts rise: a later one has more
+    const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm[w - 1];
+    if (resident <= 0) continue;
+    const int64_t waves = (tiles + resident - 1) / resident;
+    const int64_t cost = waves * ((steps + w - 1) / w);
+    const bool tie_wins = waves == 1 || (best_waves > 1 && (bits == 2 || waves < best_waves));
+    if (best == 0 || cost < best_cost || (cost == best_cost && tie_wins))
+      best = w, best_cost = cost, best_waves = waves;
+  }
+  return best > 0 ? best : fallback;
+}
+
+}  // namespace quanta::cuda
