@@ -34,7 +34,7 @@ struct CpuFeatures {
   bool os_amx = false;     // XCR0 has tile state and Linux granted XTILEDATA (arch_prctl)
   int l1d_kb = 0;          // L1 data cache per core, KB (0: unknown)
   std::string brand;
-  std::string describe() const;  // "AMD EPYC ...: avx2 fma f16c avx512f ... (best: avx512)"
+  std::string describe() const;  // "AMD EPYC: avx2 fma ... (best: avx512, L1D 32 KB)"
 };
 
 // Detected once, on first use; thread-safe.
@@ -60,7 +60,7 @@ void disable_vnni(bool off);
 
 // Where the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336): into L2
 // on an L1 under 48 KB (Zen 4's 32 KB: an L1 prefetch that far ahead is evicted before it is
-// read, 1.2-1.6x slower from DRAM), else into L1 (Zen 5's 48 KB, where L2 measured 0.9-0.96x).
+// read, 1.2-2x slower from DRAM), else into L1 (Zen 5's 48 KB, where L2 measured 0.9-0.96x).
 // QUANTA_CPU_PREFETCH=l1 or l2 overrides (other values are ignored).
 bool far_prefetch_to_l2();
 
