@@ -58,7 +58,8 @@ CpuFeatures detect() {
   CpuFeatures f;
 #if defined(QUANTA_X86_HOST)
   f.x86 = true;
-  const unsigned max_leaf = cpuid(0, 0).a;
+  const Regs l0 = cpuid(0, 0);
+  const unsigned max_leaf = l0.a;
   const Regs l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.c, 27);
   const uint64_t xcr = osxsave ? xcr0() : 0;
@@ -88,7 +89,7 @@ CpuFeatures detect() {
   // L1 data cache: the deterministic cache parameters (leaf 4 on Intel, 0x8000001D on AMD,
   // same format), else AMD's legacy leaf 0x80000005 (ECX[31:24], KB).
   const unsigned max_ext = cpuid(0x80000000u, 0).a;
-  const bool amd = cpuid(0, 0).b == 0x68747541u;  // "Auth"enticAMD
+  const bool amd = l0.b == 0x68747541u;  // "Auth"enticAMD
   const unsigned cache_leaf = amd ? 0x8000001Du : 4u;
   if (amd ? max_ext >= cache_leaf : max_leaf >= cache_leaf) {
     for (unsigned i = 0; i < 16; ++i) {

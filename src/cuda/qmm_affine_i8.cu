@@ -136,16 +136,11 @@ void qmm_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   // Warps per block: xc_wave_warps at the instance's occupancy (the fewest waves times steps per
   // warp), which replaced the most warps that fit one wave and, where none did, a doubling rule
   // (H200, 192 width x group x dtype x M x shape cells: 1.03-1.41x on 52, 0.96-0.97x on 2 that
-  // route here; docs/PERF.md). The doubling rule stays as the fallback where no count >= 2 is
-  // possible (fewer than 2 steps): from 2 warps at M <= 4, else 4, 3/5/6 bits from 1.
+  // route here; docs/PERF.md). Where no count >= 2 is possible (fewer than 2 steps) one warp.
   // QUANTA_QMM_I8_WARPS=w forces w.
-  const bool whole_bytes = w.format.bits == 2 || w.format.bits == 4 || w.format.bits == 8;
   const bool one_wave = !std::getenv("QUANTA_QMM_I8_WARPS");
-  const int warps = i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4,
-                                 !whole_bytes ? 1
-                                 : a.m <= 4   ? 2
-                                              : 4,
-                                 "QUANTA_QMM_I8_WARPS");
+  const int warps =
+      i8_warps_for((a.n + kXcRows - 1) / kXcRows, groups / 4, 1, "QUANTA_QMM_I8_WARPS");
   cudaError_t status = cudaSuccess;
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
