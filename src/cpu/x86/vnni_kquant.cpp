@@ -24,14 +24,15 @@ constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1
 // belongs to sub-block 8h + 2j + (l >= 16).
 struct Ctl {
   alignas(64) uint8_t sub[4][64] = {};
-  alignas(64) uint8_t q2s[64] = {};    // index (s << 2 | q) -> q · s
-  alignas(64) uint16_t even[32] = {};  // words 0, 2, .. 62 of two 32-word runs (vpermt2w)
+  alignas(64) uint8_t sub4[4][64] = {};  // 4 · sub: bits 2-5 of q2_K's index into q · s_k
+  alignas(64) uint16_t even[32] = {};    // words 0, 2, .. 62 of two 32-word runs (vpermt2w)
   alignas(64) uint16_t odd[32] = {};
   constexpr Ctl() {
     for (int j = 0; j < 4; ++j)
       for (int p = 0; p < 64; ++p)
         sub[j][p] = static_cast<uint8_t>(8 * (p / 32) + 2 * j + (p % 32 >= 16));
-    for (int i = 0; i < 64; ++i) q2s[i] = static_cast<uint8_t>((i & 3) * (i >> 2));
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 64; ++p) sub4[j][p] = static_cast<uint8_t>(4 * sub[j][p]);
     for (int i = 0; i < 32; ++i) {
       even[i] = static_cast<uint16_t>(2 * i);
       odd[i] = static_cast<uint16_t>(2 * i + 1);
@@ -132,18 +133,21 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
 }
 
-// q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd).
+// q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd). Per block, byte
+// 4k + q of `prod` is q · s_k (sub-block k's 4-bit scale; 3 · 15 fits a byte, so one dword
+// multiply by 0x03020100 makes all four); a code byte then indexes it as 4 · sub-block + code,
+// the sub-block part a constant per code vector (each 128-bit lane is one sub-block).
 template <int R, int M>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3);
-  const __m512i table = _mm512_load_si512(kCtl.q2s);
   block_rows<R, kQ2Bytes, M>(
       rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-        // Scale nibble of every sub-block at bits 2-5 of its bytes (bits 0-1 take the code).
-        const __m512i sc2 = _mm512_slli_epi16(_mm512_broadcast_i32x4(sc), 2);
+        const __m512i sc32 =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+        const __m512i prod = _mm512_mullo_epi32(_mm512_and_si512(sc32, _mm512_set1_epi32(0xF)),
+                                                _mm512_set1_epi32(0x03020100));
         const __m512i qs = _mm512_loadu_si512(blk + 16);
         __m512i a[M][kQ2Planes];
         for (int m = 0; m < M; ++m)
@@ -151,9 +155,9 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
-          const __m512i s = _mm512_permutexvar_epi8(_mm512_load_si512(kCtl.sub[j]), sc2);
-          const __m512i idx = _mm512_ternarylogic_epi32(mask3, codes, s, 0xCA);
-          const __m512i q = _mm512_permutexvar_epi8(idx, table);  // q · s, unsigned
+          const __m512i idx =
+              _mm512_ternarylogic_epi32(mask3, codes, _mm512_load_si512(kCtl.sub4[j]), 0xCA);
+          const __m512i q = _mm512_permutexvar_epi8(idx, prod);  // q · s, unsigned
           for (int m = 0; m < M; ++m)
             for (int p = 0; p < kQ2Planes; ++p)
               a[m][p] =
@@ -161,9 +165,8 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         }
         const float d = half_to_float(blk + 80);
         // min term: dmin · Σ_j m_j · xs_j (m_j the high nibble of scale byte j)
-        const __m512 mins =
-            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_cvtepu8_epi32(sc), 4)),
-                          _mm512_set1_ps(half_to_float(blk + 82)));
+        const __m512 mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc32, 4)),
+                                          _mm512_set1_ps(half_to_float(blk + 82)));
         for (int m = 0; m < M; ++m) {
           __m512 v = _mm512_cvtepi32_ps(a[m][0]);
           v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][1]));
