@@ -96,18 +96,13 @@ inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* cons
   }
 }
 
-// The sub-block of each int32 lane L (bytes 4L .. 4L + 3) of code vector j, for dot8: q3_K
-// (16-element sub-blocks) 8 (L / 8) + 2j + (L % 8) / 4, q4_K/q5_K (32-element ones, their own
-// order) 4 (j / 2) + 2 (L / 8) + j % 2.
+// The sub-block of each int32 lane L (bytes 4L .. 4L + 3) of code vector j, for dot8: q4_K /
+// q5_K (32-element sub-blocks, their own order) 4 (j / 2) + 2 (L / 8) + j % 2.
 struct SubLanes {
-  alignas(64) int32_t q3[4][16] = {};
   alignas(64) int32_t q45[4][16] = {};
   constexpr SubLanes() {
     for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) {
-        q3[j][l] = 8 * (l / 8) + 2 * j + (l % 8) / 4;
-        q45[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
-      }
+      for (int l = 0; l < 16; ++l) q45[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
   }
 };
 alignas(64) constexpr SubLanes kSubLanes{};
@@ -177,16 +172,38 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// q3_K on q2_K's three int8 planes: q' = code | hbit << 2 (0..7) against each plane (vpdpbusd),
-// the planes combined in int32 as they are summed (|.| <= 4·7·64·(2^14 + 2^7 + 1) < 2^25), then
-// each lane by its sub-block's signed 6-bit scale in f32; the -4 of every code is the f32 term
-// -4 · d · Σ_j s_j · xs_j. Against the int16 planes with the scale in the code bytes (vpmaddubsw,
-// then vpdpwssd) this ran 1.18-1.25x on one core from L3 and 1.22-1.28x from DRAM
-// (docs/perf-cpu.md).
+// q3_K's code order: vector t (0..3), int32 lane L = 8h + 4b + j holds the four codes of
+// elements 128h + 32j + 16b + 4t + (0..3), all of sub-block 8h + 2j + b, so a lane keeps its
+// sub-block over the whole block. Each qword q = 4h + 2b + j/2 of vector t comes from qs qword
+// 4h + 2b + t/2 (and hmask qword 2b + t/2): an in-lane qword duplicate puts it in place, one
+// multishift cuts the 8 codes out (and the 8 high bits, into bit 2).
+struct Q3Order {
+  alignas(64) uint8_t code[2][64] = {};  // multishift offsets for t even / odd
+  alignas(64) uint8_t high[2][64] = {};
+  alignas(64) int32_t lane_sub[16] = {};  // lane L's sub-block
+  constexpr Q3Order() {
+    for (int t = 0; t < 2; ++t)
+      for (int p = 0; p < 64; ++p) {
+        const int q = p / 8, i = p % 8, h = q / 4, j = 2 * (q % 2) + i / 4;
+        const int bit = 8 * (4 * t + i % 4);  // the byte of element l % 8 = 4t + i % 4
+        code[t][p] = static_cast<uint8_t>(bit + 2 * j);
+        high[t][p] = static_cast<uint8_t>((bit + 4 * h + j - 2) & 63);  // rotates: bit 2
+      }
+    for (int l = 0; l < 16; ++l) lane_sub[l] = 8 * (l / 8) + 2 * (l % 4) + (l % 8) / 4;
+  }
+};
+alignas(64) constexpr Q3Order kQ3Order{};
+
+// q3_K on its own three int8 planes (Q3Order): q' = code | hbit << 2 (0..7) against each plane
+// (vpdpbusd), every plane summed over the block in its own int32 lanes (|.| <= 16·7·64 per
+// plane), combined once per block (< 2^27), then each lane by its sub-block's signed 6-bit
+// scale in f32; the -4 of every code is the f32 term -4 · d · Σ_j s_j · xs_j. In q2_K's order
+// (four sub-blocks per code vector, so planes combined and lanes scaled per vector) it ran
+// 1.15-1.28x slower from DRAM on Zen 4 (docs/perf-cpu.md).
 template <int R, int M>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
-  const __m512i mask3 = _mm512_set1_epi8(3), mask7 = _mm512_set1_epi8(7);
+  const __m512i mask3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
   block_rows<R, kQ3Bytes, M>(
       rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
@@ -199,26 +216,38 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
             _mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQ3Ctl.hi)), _mm512_set1_epi32(0x30));
         const __m512i s32 = _mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32));
         const float d = half_to_float(blk + 108);
-        const __m512 sf = _mm512_cvtepi32_ps(s32);
-        __m512 sm[M];
-        for (int m = 0; m < M; ++m) sm[m] = _mm512_mul_ps(sf, _mm512_set1_ps(d * xr.pow2[m][b]));
-        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
-        const __m512i hb =
-            _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
+        const __m512 sf = _mm512_cvtepi32_ps(s32);  // sub-block k in lane k
+        const __m512 sl = _mm512_permutexvar_ps(_mm512_load_si512(kQ3Order.lane_sub), sf);
         const __m512i qs = _mm512_loadu_si512(blk + 32);
+        const __m512i hm =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+        const __m512i src[2] = {_mm512_unpacklo_epi64(qs, qs), _mm512_unpackhi_epi64(qs, qs)};
+        const __m512i hsrc[2] = {_mm512_unpacklo_epi64(hm, hm), _mm512_unpackhi_epi64(hm, hm)};
+        __m512i a[M][kQ2Planes];
+        for (int m = 0; m < M; ++m)
+          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
-          const __m512i h = j < 2    ? _mm512_sll_epi16(hb, _mm_cvtsi32_si128(2 - j))
-                            : j == 2 ? hb
-                                     : _mm512_srli_epi16(hb, 1);
-          const __m512i q =
-              _mm512_and_si512(_mm512_ternarylogic_epi32(mask3, codes, h, 0xCA), mask7);
-          dot8<M>(q, kSubLanes.q3[j], sm, pb, j, acc);
+        for (int t = 0; t < 4; ++t) {
+          const __m512i c = _mm512_and_si512(
+              _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ3Order.code[t % 2]), src[t / 2]),
+              mask3);
+          const __m512i h =
+              _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ3Order.high[t % 2]), hsrc[t / 2]);
+          const __m512i q = _mm512_ternarylogic_epi32(c, h, four, 0xF8);  // c | (h & 4)
+          for (int m = 0; m < M; ++m)
+            for (int p = 0; p < kQ2Planes; ++p)
+              a[m][p] =
+                  _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
         const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
-        for (int m = 0; m < M; ++m)
+        for (int m = 0; m < M; ++m) {
+          const __m512i v = _mm512_add_epi32(
+              _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[m][0], 7), a[m][1]), 7),
+              a[m][2]);
+          acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
+                                   _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
+        }
       });
 }
 
@@ -356,30 +385,48 @@ bool int8_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, Place pl
     const float up[3] = {pow2f(-(e + 14)), pow2f(-(e + 7)), pow2f(-e)};
     const float down[2] = {pow2f(e + 14), pow2f(e + 7)};
     for (int v = 0; v < 16; ++v) {
-      // Elements 16v .. 16v + 15: bytes pos .. pos + 15 of code vector j.
-      const auto [j, pos] = place(v);
+      // Elements 16v .. 16v + 15: their four runs of 4 at off, off + stride, off + 2·stride, ..
+      // of each plane (stride 4: 16 bytes in a row).
+      const auto [off, stride] = place(v);
       __m512 r = _mm512_loadu_ps(xb + 16 * v);
       for (int p = 0; p < kQ2Planes; ++p) {
         const __m512 c = round_even(_mm512_mul_ps(r, _mm512_set1_ps(up[p])));
         if (p + 1 < kQ2Planes) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(pb + p * 256 + j * 64 + pos),
-                         _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c)));
+        const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c));
+        uint8_t* out = pb + p * 256 + off;
+        if (stride == 4) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
+        } else {
+          alignas(16) uint32_t run[4];
+          _mm_store_si128(reinterpret_cast<__m128i*>(run), bytes);
+          for (int i = 0; i < 4; ++i) std::memcpy(out + i * stride, &run[i], 4);
+        }
       }
     }
   });
 }
 
-// q2_K / q3_K order: byte 32h + l of code vector j is element 128h + 32j + l.
+// q2_K order: byte 32h + l of code vector j is element 128h + 32j + l.
 bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return int8_prep(x, k, planes, pow2, [](int v) {
-    return std::pair<int, int>{(v % 8) / 2, 32 * (v / 8) + 16 * (v % 2)};
+    return std::pair<int, int>{64 * ((v % 8) / 2) + 32 * (v / 8) + 16 * (v % 2), 4};
+  });
+}
+
+// q3_K order (Q3Order): elements 16v + 4t .. + 3 (v = 8h + 2j + b) are bytes 8q + 4 (j % 2) ..
+// + 3 of code vector t, q = 4h + 2b + j / 2.
+bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
+  return int8_prep(x, k, planes, pow2, [](int v) {
+    const int h = v / 8, j = (v % 8) / 2, b = v % 2;
+    return std::pair<int, int>{8 * (4 * h + 2 * b + j / 2) + 4 * (j % 2), 64};
   });
 }
 
 // q4_K / q5_K order: byte 32h + l of code vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
 bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return int8_prep(x, k, planes, pow2, [](int v) {
-    return std::pair<int, int>{2 * (v / 8) + (v % 4) / 2, 32 * ((v % 8) / 4) + 16 * (v % 2)};
+    return std::pair<int, int>{64 * (2 * (v / 8) + (v % 4) / 2) + 32 * ((v % 8) / 4) + 16 * (v % 2),
+                               4};
   });
 }
 
@@ -420,8 +467,9 @@ bool int16_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
 bool prep(Scheme scheme, const float* x, int64_t k, uint8_t* planes, float* pow2) {
   switch (scheme) {
     case Scheme::q2_K:
-    case Scheme::q3_K:  // the same code order and planes
       return q2k_prep(x, k, planes, pow2);
+    case Scheme::q3_K:
+      return q3k_prep(x, k, planes, pow2);
     case Scheme::q4_K:
     case Scheme::q5_K:
       return q45k_prep(x, k, planes, pow2);

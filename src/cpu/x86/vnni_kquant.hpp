@@ -11,12 +11,13 @@
 //   and vpdpbusd sums 64 such products against a plane per instruction;
 //   per block and row the three plane sums become one f32 vector, scaled by d·2^e; the min term
 //   (dmin · m_j · Σx over sub-block j) stays in f32.
-// q3_K: q2_K's three int8 planes (the same code order). Its signed 6-bit scales do not fit a
-//   byte product, so vpdpbusd sums the bare 3-bit codes q' = q + 4·hbit (0..7) against each plane;
-//   the plane sums are combined in int32 and each lane (four bytes of one sub-block) is scaled
-//   by its sub-block's s·d·2^e in f32; the -4 of every code is the f32 term -4·d·s_j·Σx.
-//   (Before: two int16 planes, the scale in the code bytes by vpmaddubsw, then vpdpwssd:
-//   1.18-1.28x slower.)
+// q3_K: three int8 planes in its own order, where each int32 lane holds one sub-block over the
+//   whole block (a multishift cuts the codes and high bits out of qs and hmask). Its signed
+//   6-bit scales do not fit a byte product, so vpdpbusd sums the bare 3-bit codes
+//   q' = q + 4·hbit (0..7) against each plane; the plane sums are combined in int32 once per
+//   block and each lane is scaled by its sub-block's s·d·2^e in f32; the -4 of every code is
+//   the f32 term -4·d·s_j·Σx. (Before: q2_K's planes, the lanes scaled per code vector,
+//   1.15-1.28x slower; before that two int16 planes and vpdpwssd.)
 // q4_K, q5_K: three int8 planes as well, in their own element order (low and high nibbles of
 //   each half of qs); the bare 4-bit code (plus q5_K's fifth bit) by vpdpbusd, each lane by its
 //   32-element sub-block's scale in f32, the min terms in f32 (1.24-1.36x over the int16 form).
