@@ -96,33 +96,6 @@ inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* cons
   }
 }
 
-// The sub-block of each int32 lane L (bytes 4L .. 4L + 3) of code vector j, for dot8: q4_K /
-// q5_K (32-element sub-blocks, their own order) 4 (j / 2) + 2 (L / 8) + j % 2.
-struct SubLanes {
-  alignas(64) int32_t q45[4][16] = {};
-  constexpr SubLanes() {
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) q45[j][l] = 4 * (j / 2) + 2 * (l / 8) + j % 2;
-  }
-};
-alignas(64) constexpr SubLanes kSubLanes{};
-
-// acc[m] += the unsigned codes q (code vector j) against the three int8 planes of row m of x
-// (pb[m]; combined in int32 as they are summed: p0·2^14 + p1·2^7 + p2), each int32 lane times
-// the scale of its sub-block: lane L takes sc[m][lanes[L]] (q3_K, q4_K, q5_K).
-template <int M>
-inline void dot8(__m512i q, const int32_t* lanes, const __m512 (&sc)[M], const uint8_t* const* pb,
-                 int j, __m512 (&acc)[M]) {
-  const __m512i idx = _mm512_load_si512(lanes);
-  for (int m = 0; m < M; ++m) {
-    const uint8_t* pj = pb[m] + j * 64;
-    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_load_si512(pj));
-    a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 256));
-    a = _mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), q, _mm512_load_si512(pj + 512));
-    acc[m] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, sc[m]), _mm512_cvtepi32_ps(a), acc[m]);
-  }
-}
-
 // The two int16-plane sums of a block as one f32 vector (x = 2^e (c0 2^15 + c1)).
 inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
@@ -251,17 +224,48 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// q4_K (kFive false) and q5_K on three int8 planes (in their own element order): the bare 4-bit
-// code (plus q5_K's fifth bit from qh) against each plane (vpdpbusd), the plane sums combined in
-// int32 (|.| <= 4·31·64·(2^14 + 2^7 + 1) < 2^28), each lane by the 6-bit scale of its 32-element
-// sub-block in f32; the min term dmin · m_j · Σx in f32. Against the int16 planes with the scale
-// in the code bytes (vpmaddubsw, then vpdpwssd) this ran 1.24-1.36x on one core from L3
+// q4_K / q5_K's code order: int32 lanes 2q and 2q + 1 of code vector t (h = t / 2) hold the low
+// and the high nibbles of qs bytes 32c + l, l = 8(2r + h) + 4(t % 2) + (0..3), with
+// c = 2(q % 2) + q / 4 and r = (q / 2) % 2 (q = 4(c % 2) + 2r + c / 2): elements 64c + l of
+// sub-block 2c and 64c + 32 + l of sub-block 2c + 1, so lane L keeps its sub-block over the
+// whole block. The in-lane qword interleave of qs's two halves (`vpunpck[lh]qdq`, once per pair
+// of vectors) puts each qs qword in place, one multishift cuts the 8 nibbles out; q5_K's fifth
+// bits come the same way from qh (byte l, bit 2c or 2c + 1), rotated into bit 4.
+constexpr int q45_chunk(int q) {
+  return 2 * (q % 2) + q / 4;
+}
+constexpr int q45_pos(int c, int r) {
+  return 4 * (c % 2) + 2 * r + c / 2;
+}
+struct Q45Order {
+  alignas(64) uint8_t code[2][64] = {};  // multishift offsets for t even / odd
+  alignas(64) uint8_t high[2][64] = {};
+  alignas(64) int32_t lane_sub[16] = {};  // lane L's sub-block
+  constexpr Q45Order() {
+    for (int u = 0; u < 2; ++u)
+      for (int p = 0; p < 64; ++p) {
+        const int q = p / 8, i = p % 8, c = q45_chunk(q), hi = i / 4, bit = 8 * (4 * u + i % 4);
+        code[u][p] = static_cast<uint8_t>(bit + 4 * hi);
+        high[u][p] = static_cast<uint8_t>((bit + 2 * c + hi - 4) & 63);  // rotates: bit 4
+      }
+    for (int l = 0; l < 16; ++l) lane_sub[l] = 2 * q45_chunk(l / 2) + l % 2;
+  }
+};
+alignas(64) constexpr Q45Order kQ45Order{};
+
+// q4_K (kFive false) and q5_K on their own three int8 planes (Q45Order): the bare 4-bit code
+// (plus q5_K's fifth bit from qh) against each plane (vpdpbusd), every plane summed over the
+// block in its own int32 lanes, combined once per block (|.| <= 16·31·64·(2^14 + 2^7 + 1) <
+// 2^30), each lane by its 32-element sub-block's 6-bit scale in f32; the min term dmin · m_j ·
+// Σx in f32. In the order with two sub-blocks per code vector (planes combined and lanes scaled
+// per vector) it ran 1.10-1.25x slower on one core from L3 and 1.14-1.38x from DRAM on Zen 4;
+// placing the qs qwords by a two-source qword permute instead of the interleave, 0.85x
 // (docs/perf-cpu.md).
 template <bool kFive, int R, int M>
 void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
                const MultiPlanes& xr, float* y, int64_t ldy) {
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
-  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask5 = _mm512_set1_epi8(0x1F);
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   block_rows<R, kBytes, M>(
       rp, next, blocks, l2, xr, y, ldy,
       [&](const uint8_t* blk, const uint8_t* const* pb, int64_t b, __m512(&acc)[M]) {
@@ -273,37 +277,44 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
             _mm512_and_si512(_mm512_srlv_epi32(raw, _mm512_load_si512(kquant::kQK45Ctl.sh)),
                              _mm512_load_si512(kquant::kQK45Ctl.mask)),
             _mm512_and_si512(_mm512_srli_epi32(raw, 10), _mm512_set1_epi32(0x30)));
-        // Lanes 0-7 as f32 times d·2^e of each row of x (lanes 8-15 are never picked below).
         const float d = half_to_float(blk);
         const __m512 sf = _mm512_cvtepi32_ps(sm);
-        __m512 sdm[M];
-        for (int m = 0; m < M; ++m) sdm[m] = _mm512_mul_ps(sf, _mm512_set1_ps(d * xr.pow2[m][b]));
+        const __m512 sl = _mm512_permutexvar_ps(_mm512_load_si512(kQ45Order.lane_sub), sf);
         const __m512i q0 = _mm512_loadu_si512(blk + kQs), q1 = _mm512_loadu_si512(blk + kQs + 64);
-        __m512i hb = _mm512_setzero_si512();
-        if constexpr (kFive) {  // byte 32h + l: qh[l] >> 2h, so vector j's bit is 4 (j / 2) + j % 2
-          const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
-          hb = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 2), 1);
+        const __m512i src[2] = {_mm512_unpacklo_epi64(q0, q1), _mm512_unpackhi_epi64(q0, q1)};
+        __m512i hsrc[2] = {};
+        if constexpr (kFive) {
+          const __m512i qh = _mm512_broadcast_i64x4(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)));
+          hsrc[0] = _mm512_unpacklo_epi64(qh, qh);
+          hsrc[1] = _mm512_unpackhi_epi64(qh, qh);
         }
+        __m512i a[M][kQ2Planes];
+        for (int m = 0; m < M; ++m)
+          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const __m512i qv = j < 2 ? q0 : q1;
-          const __m512i nib = j % 2 == 0 ? qv : _mm512_srli_epi16(qv, 4);
-          __m512i q;
+        for (int t = 0; t < 4; ++t) {
+          __m512i q = _mm512_and_si512(
+              _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ45Order.code[t % 2]), src[t / 2]),
+              mask4);
           if constexpr (kFive) {
-            const __m512i h = j == 0   ? _mm512_slli_epi16(hb, 4)
-                              : j == 1 ? _mm512_slli_epi16(hb, 3)
-                              : j == 2 ? hb
-                                       : _mm512_srli_epi16(hb, 1);
-            q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, nib, h, 0xCA), mask5);
-          } else {
-            q = _mm512_and_si512(nib, mask4);
+            const __m512i h =
+                _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ45Order.high[t % 2]), hsrc[t / 2]);
+            q = _mm512_ternarylogic_epi32(q, h, bit4, 0xF8);  // q | (h & 16)
           }
-          dot8<M>(q, kSubLanes.q45[j], sdm, pb, j, acc);
+          for (int m = 0; m < M; ++m)
+            for (int p = 0; p < kQ2Planes; ++p)
+              a[m][p] =
+                  _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
-        const __m512 mins =
-            _mm512_mul_ps(_mm512_cvtepi32_ps(sm), _mm512_set1_ps(half_to_float(blk + 2)));
+        const __m512 mins = _mm512_mul_ps(sf, _mm512_set1_ps(half_to_float(blk + 2)));
         for (int m = 0; m < M; ++m) {
+          const __m512i v = _mm512_add_epi32(
+              _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[m][0], 7), a[m][1]), 7),
+              a[m][2]);
+          acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
+                                   _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] =
               _mm512_fnmadd_ps(mins, _mm512_maskz_loadu_ps(0xff00, xr.xs[m] + b * 8 - 8), acc[m]);
         }
@@ -422,11 +433,11 @@ bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   });
 }
 
-// q4_K / q5_K order: byte 32h + l of code vector j is element 128 (j / 2) + 64h + 32 (j % 2) + l.
+// q4_K / q5_K order (Q45Order): elements 16v + 4t .. + 3 (v = 4c + 2·hi + r: 64c + 32·hi +
+// 16r + 4t) are bytes 8·q45_pos(c, r) + 4·hi .. + 3 of code vector t.
 bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return int8_prep(x, k, planes, pow2, [](int v) {
-    return std::pair<int, int>{64 * (2 * (v / 8) + (v % 4) / 2) + 32 * ((v % 8) / 4) + 16 * (v % 2),
-                               4};
+    return std::pair<int, int>{8 * q45_pos(v / 4, v % 2) + 4 * ((v % 4) / 2), 64};
   });
 }
 

@@ -18,9 +18,10 @@
 //   block and each lane is scaled by its sub-block's s·d·2^e in f32; the -4 of every code is
 //   the f32 term -4·d·s_j·Σx. (Before: q2_K's planes, the lanes scaled per code vector,
 //   1.15-1.28x slower; before that two int16 planes and vpdpwssd.)
-// q4_K, q5_K: three int8 planes as well, in their own element order (low and high nibbles of
-//   each half of qs); the bare 4-bit code (plus q5_K's fifth bit) by vpdpbusd, each lane by its
-//   32-element sub-block's scale in f32, the min terms in f32 (1.24-1.36x over the int16 form).
+// q4_K, q5_K: three int8 planes as well, in their own element order, again one sub-block per
+//   int32 lane over the block (multishift of interleaved qs qwords); the bare 4-bit code (plus
+//   q5_K's fifth bit) by vpdpbusd, each lane by its 32-element sub-block's scale in f32 once per
+//   block, the min terms in f32.
 // q6_K: two int16 planes (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14: 2^-27 of the block's largest
 //   |x|), the 6-bit code times the signed 8-bit scale by vpmaddubsw, then vpdpwssd; the -32 of
 //   every code in f32.
