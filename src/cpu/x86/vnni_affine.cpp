@@ -27,6 +27,13 @@ struct Ctl {
   // vectors covers elements [8t, 8t + 8) or [16(t/2), 16(t/2) + 16): one group (>= 32).
   alignas(64) uint8_t nibble[2][64] = {};
   alignas(64) uint8_t chunk[2][64] = {};
+  // 2-bit codes: the block's 32 bytes broadcast to both halves, qword q of vector v cut from
+  // qword q % 4 (elements 32(q % 4) ..), so vector v byte 8q + b is element 32(q % 4) + 8(q / 4)
+  // + 16v + b; int32 lane t of both covers part of elements [32((t / 2) % 4), + 32): one group.
+  alignas(64) uint8_t quarter[2][64] = {};
+  alignas(64) uint8_t shift2[2][64] = {};  // multishift: vector v byte 8q + b from bit 2(..)
+  alignas(64) int32_t g32q[16] = {};       // lane t -> its group, quarter order
+  alignas(64) int32_t g64q[16] = {};
   // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
   // low nibbles of block b's 16 bytes, then their high nibbles).
   alignas(64) uint8_t block32[2][64] = {};
@@ -42,15 +49,29 @@ struct Ctl {
         chunk[v][i] = static_cast<uint8_t>(16 * (i / 8) + 8 * v + i % 8);
         block32[v][i] = static_cast<uint8_t>(32 * (i / 16) + 16 * v + i % 16);
         quad[v][i] = static_cast<uint8_t>(8 * (i / 4) + 4 * v + i % 4);
+        const int q = i / 8, b = i % 8;
+        quarter[v][i] = static_cast<uint8_t>(32 * (q % 4) + 8 * (q / 4) + 16 * v + b);
+        shift2[v][i] = static_cast<uint8_t>(2 * (8 * (q / 4) + 16 * v + b));
       }
     for (int t = 0; t < 16; ++t) {
       g16[t] = t / 2;
       g32[t] = t / 4;
       g64[t] = t / 8;
+      g32q[t] = (t / 2) % 4;
+      g64q[t] = (t / 2) % 4 / 2;
     }
   }
 };
 alignas(64) constexpr Ctl kCtl{};
+
+// The group of each int32 lane of a block's code vectors, in the order of the width's codes.
+template <int BITS, int G>
+inline __m512i lane_groups() {
+  if constexpr (G == 128) return _mm512_setzero_si512();
+  if constexpr (G == 16) return _mm512_load_si512(kCtl.g16);
+  if constexpr (BITS == 2) return _mm512_load_si512(G == 32 ? kCtl.g32q : kCtl.g64q);
+  return _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+}
 
 // The block's planes at 2^e: plane p's two vectors in Ctl's order for the width (4-bit: the
 // even elements, then the odd ones, as the low and high nibbles). Each step is exact: products by
@@ -133,6 +154,12 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
       c0 = _mm512_mask_add_epi8(c0, load_mask(p + 80), c0, b5);
       c1 = _mm512_mask_add_epi8(c1, load_mask(p + 88), c1, b5);
     }
+  } else if constexpr (BITS == 2) {  // Ctl::quarter order: no byte permute
+    const __m512i a =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i m = _mm512_set1_epi8(3);
+    c0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(kCtl.shift2[0]), a), m);
+    c1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(kCtl.shift2[1]), a), m);
   } else {
     constexpr const Codes<BITS>& k = kCodes<BITS>;
     const __m512i a = _mm512_loadu_si512(p);
@@ -206,7 +233,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
   constexpr int64_t kGroupsPerVec = kBlock / G;
   const int64_t ng = w.k / G;
   const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
-  const __m512i lane_group = _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  const __m512i lane_group = lane_groups<BITS, G>();
   alignas(64) float sc[R][M][kGroupBlock + 16];
   const uint8_t* rp[R];
   const uint8_t* np[R];
@@ -342,9 +369,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
   constexpr bool kE8M0 = kE2M1 && !kE4M3;  // mxfp4
   const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const int64_t steps = w.k / kBlock;
-  const __m512i lane_group = G == 128  ? _mm512_setzero_si512()
-                             : G == 16 ? _mm512_load_si512(kCtl.g16)
-                                       : _mm512_load_si512(G == 32 ? kCtl.g32 : kCtl.g64);
+  const __m512i lane_group = lane_groups<BITS, G>();
   // A chunk's cnt scales of one row, as f32.
   auto load_scales = [&](const uint8_t* at, int cnt, __mmask16 k) {
     if constexpr (kE8M0) {
@@ -623,6 +648,7 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
   const uint8_t(*order)[64] = !mlx                               ? kCtl.block32
                               : nibbles                          ? kCtl.nibble
                               : w.pack != nullptr && w.bits == 8 ? kCtl.quad
+                              : w.bits == 2                      ? kCtl.quarter
                                                                  : kCtl.chunk;
   if (!block_max<kBlock>(x, blocks, big)) return false;
   for (int64_t b = 0; b < blocks; ++b) {
