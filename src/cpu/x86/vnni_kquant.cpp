@@ -101,6 +101,13 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
 }
 
+// The three int8 planes' sums of a lane as one int32: p0·2^14 + p1·2^7 + p2 (exact while the
+// caller's bound keeps it below 2^31).
+inline __m512i combine_planes(const __m512i (&a)[kQ2Planes]) {
+  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7),
+                          a[2]);
+}
+
 // q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd). Per block, byte
 // 4k + q of `prod` is q · s_k (sub-block k's 4-bit scale; 3 · 15 fits a byte, so one dword
 // multiply by 0x03020100 makes all four); a code byte then indexes it as 4 · sub-block + code,
@@ -150,24 +157,30 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
 // sub-block over the whole block. Each qword q = 4h + 2b + j/2 of vector t comes from qs qword
 // 4h + 2b + t/2 (and hmask qword 2b + t/2): an in-lane qword duplicate puts it in place, one
 // multishift cuts the 8 codes out (and the 8 high bits, into bit 2).
-struct Q3Order {
-  alignas(64) uint8_t code[2][64] = {};  // multishift offsets for t even / odd
+// Where the code vectors' bytes come from in the orders that keep one sub-block per int32 lane
+// (q3_K, q4_K, q5_K): multishift offsets of the codes and of their high bits, for code vectors
+// t even and odd, and the sub-block of each lane.
+struct LaneOrder {
+  alignas(64) uint8_t code[2][64] = {};
   alignas(64) uint8_t high[2][64] = {};
-  alignas(64) int32_t lane_sub[16] = {};  // lane L's sub-block
-  constexpr Q3Order() {
-    for (int t = 0; t < 2; ++t)
-      for (int p = 0; p < 64; ++p) {
-        const int q = p / 8, i = p % 8, h = q / 4, j = 2 * (q % 2) + i / 4;
-        const int bit = 8 * (4 * t + i % 4);  // the byte of element l % 8 = 4t + i % 4
-        code[t][p] = static_cast<uint8_t>(bit + 2 * j);
-        high[t][p] = static_cast<uint8_t>((bit + 4 * h + j - 2) & 63);  // rotates: bit 2
-      }
-    for (int l = 0; l < 16; ++l) lane_sub[l] = 8 * (l / 8) + 2 * (l % 4) + (l % 8) / 4;
-  }
+  alignas(64) int32_t lane_sub[16] = {};
 };
-alignas(64) constexpr Q3Order kQ3Order{};
 
-// q3_K on its own three int8 planes (Q3Order): q' = code | hbit << 2 (0..7) against each plane
+constexpr LaneOrder q3_order() {
+  LaneOrder o;
+  for (int t = 0; t < 2; ++t)
+    for (int p = 0; p < 64; ++p) {
+      const int q = p / 8, i = p % 8, h = q / 4, j = 2 * (q % 2) + i / 4;
+      const int bit = 8 * (4 * t + i % 4);  // the byte of element l % 8 = 4t + i % 4
+      o.code[t][p] = static_cast<uint8_t>(bit + 2 * j);
+      o.high[t][p] = static_cast<uint8_t>((bit + 4 * h + j - 2) & 63);  // rotates: bit 2
+    }
+  for (int l = 0; l < 16; ++l) o.lane_sub[l] = 8 * (l / 8) + 2 * (l % 4) + (l % 8) / 4;
+  return o;
+}
+alignas(64) constexpr LaneOrder kQ3Order = q3_order();
+
+// q3_K on its own three int8 planes (kQ3Order): q' = code | hbit << 2 (0..7) against each plane
 // (vpdpbusd), every plane summed over the block in its own int32 lanes (|.| <= 16·7·64 per
 // plane), combined once per block (< 2^27), then each lane by its sub-block's signed 6-bit
 // scale in f32; the -4 of every code is the f32 term -4 · d · Σ_j s_j · xs_j. In q2_K's order
@@ -214,9 +227,7 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         }
         const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
         for (int m = 0; m < M; ++m) {
-          const __m512i v = _mm512_add_epi32(
-              _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[m][0], 7), a[m][1]), 7),
-              a[m][2]);
+          const __m512i v = combine_planes(a[m]);
           acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
                                    _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
@@ -237,23 +248,20 @@ constexpr int q45_chunk(int q) {
 constexpr int q45_pos(int c, int r) {
   return 4 * (c % 2) + 2 * r + c / 2;
 }
-struct Q45Order {
-  alignas(64) uint8_t code[2][64] = {};  // multishift offsets for t even / odd
-  alignas(64) uint8_t high[2][64] = {};
-  alignas(64) int32_t lane_sub[16] = {};  // lane L's sub-block
-  constexpr Q45Order() {
-    for (int u = 0; u < 2; ++u)
-      for (int p = 0; p < 64; ++p) {
-        const int q = p / 8, i = p % 8, c = q45_chunk(q), hi = i / 4, bit = 8 * (4 * u + i % 4);
-        code[u][p] = static_cast<uint8_t>(bit + 4 * hi);
-        high[u][p] = static_cast<uint8_t>((bit + 2 * c + hi - 4) & 63);  // rotates: bit 4
-      }
-    for (int l = 0; l < 16; ++l) lane_sub[l] = 2 * q45_chunk(l / 2) + l % 2;
-  }
-};
-alignas(64) constexpr Q45Order kQ45Order{};
+constexpr LaneOrder q45_order() {
+  LaneOrder o;
+  for (int u = 0; u < 2; ++u)
+    for (int p = 0; p < 64; ++p) {
+      const int q = p / 8, i = p % 8, c = q45_chunk(q), hi = i / 4, bit = 8 * (4 * u + i % 4);
+      o.code[u][p] = static_cast<uint8_t>(bit + 4 * hi);
+      o.high[u][p] = static_cast<uint8_t>((bit + 2 * c + hi - 4) & 63);  // rotates: bit 4
+    }
+  for (int l = 0; l < 16; ++l) o.lane_sub[l] = 2 * q45_chunk(l / 2) + l % 2;
+  return o;
+}
+alignas(64) constexpr LaneOrder kQ45Order = q45_order();
 
-// q4_K (kFive false) and q5_K on their own three int8 planes (Q45Order): the bare 4-bit code
+// q4_K (kFive false) and q5_K on their own three int8 planes (kQ45Order): the bare 4-bit code
 // (plus q5_K's fifth bit from qh) against each plane (vpdpbusd), every plane summed over the
 // block in its own int32 lanes, combined once per block (|.| <= 16·31·64·(2^14 + 2^7 + 1) <
 // 2^30), each lane by its 32-element sub-block's 6-bit scale in f32; the min term dmin · m_j ·
@@ -310,9 +318,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
         // min term: dmin · Σ_j m_j · xs_j (the mins in lanes 8-15, xs of the 8 sub-blocks there)
         const __m512 mins = _mm512_mul_ps(sf, _mm512_set1_ps(half_to_float(blk + 2)));
         for (int m = 0; m < M; ++m) {
-          const __m512i v = _mm512_add_epi32(
-              _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[m][0], 7), a[m][1]), 7),
-              a[m][2]);
+          const __m512i v = combine_planes(a[m]);
           acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
                                    _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] =
@@ -424,7 +430,7 @@ bool q2k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   });
 }
 
-// q3_K order (Q3Order): elements 16v + 4t .. + 3 (v = 8h + 2j + b) are bytes 8q + 4 (j % 2) ..
+// q3_K order (kQ3Order): elements 16v + 4t .. + 3 (v = 8h + 2j + b) are bytes 8q + 4 (j % 2) ..
 // + 3 of code vector t, q = 4h + 2b + j / 2.
 bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return int8_prep(x, k, planes, pow2, [](int v) {
@@ -433,7 +439,7 @@ bool q3k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   });
 }
 
-// q4_K / q5_K order (Q45Order): elements 16v + 4t .. + 3 (v = 4c + 2·hi + r: 64c + 32·hi +
+// q4_K / q5_K order (kQ45Order): elements 16v + 4t .. + 3 (v = 4c + 2·hi + r: 64c + 32·hi +
 // 16r + 4t) are bytes 8·q45_pos(c, r) + 4·hi .. + 3 of code vector t.
 bool q45k_prep(const float* x, int64_t k, uint8_t* planes, float* pow2) {
   return int8_prep(x, k, planes, pow2, [](int v) {
