@@ -152,11 +152,6 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
       });
 }
 
-// q3_K's code order: vector t (0..3), int32 lane L = 8h + 4b + j holds the four codes of
-// elements 128h + 32j + 16b + 4t + (0..3), all of sub-block 8h + 2j + b, so a lane keeps its
-// sub-block over the whole block. Each qword q = 4h + 2b + j/2 of vector t comes from qs qword
-// 4h + 2b + t/2 (and hmask qword 2b + t/2): an in-lane qword duplicate puts it in place, one
-// multishift cuts the 8 codes out (and the 8 high bits, into bit 2).
 // Where the code vectors' bytes come from in the orders that keep one sub-block per int32 lane
 // (q3_K, q4_K, q5_K): multishift offsets of the codes and of their high bits, for code vectors
 // t even and odd, and the sub-block of each lane.
@@ -166,6 +161,11 @@ struct LaneOrder {
   alignas(64) int32_t lane_sub[16] = {};
 };
 
+// q3_K's code order: vector t (0..3), int32 lane L = 8h + 4b + j holds the four codes of
+// elements 128h + 32j + 16b + 4t + (0..3), all of sub-block 8h + 2j + b, so a lane keeps its
+// sub-block over the whole block. Each qword q = 4h + 2b + j/2 of vector t comes from qs qword
+// 4h + 2b + t/2 (and hmask qword 2b + t/2): an in-lane qword duplicate puts it in place, one
+// multishift cuts the 8 codes out (and the 8 high bits, into bit 2).
 constexpr LaneOrder q3_order() {
   LaneOrder o;
   for (int t = 0; t < 2; ++t)
