@@ -174,19 +174,27 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
 }
 
 // The block's dot products per int32 lane: both code vectors against x's three planes, combined
-// as p0·2^14 + p1·2^7 + p2, as f32. In int32 for codes up to 63 (|.| <= 8·63·127·2^14 < 2^30:
+// as p0·2^14 + p1·2^7 + p2, as f32 (one chain: 1.02-1.08x over three sums and two adds on Zen 4,
+// docs/perf-cpu.md). In int32 for codes up to 63 (|.| <= 8·63·127·2^14 < 2^30:
 // exact); 8-bit codes (8·255·127·2^14 would pass 2^31) take the last combine in f32.
 template <int BITS = 4>
 inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
-  __m512i a[3];
-  for (int p = 0; p < 3; ++p)
-    a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
-                               xv[2 * p + 1]);
-  const __m512i hi = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
-  if constexpr (BITS == 8)
+  if constexpr (BITS == 8) {
+    __m512i a[3];
+    for (int p = 0; p < 3; ++p)
+      a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
+                                 xv[2 * p + 1]);
+    const __m512i hi = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_set1_ps(128.0f),
                            _mm512_cvtepi32_ps(a[2]));
-  return _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(hi, 7), a[2]));
+  }
+  // One chain: each plane's sum lands on the previous ones shifted by 7 (no adds).
+  __m512i a =
+      _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[0]), c1, xv[1]);
+  for (int p = 1; p < 3; ++p)
+    a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), c0, xv[2 * p]), c1,
+                            xv[2 * p + 1]);
+  return _mm512_cvtepi32_ps(a);
 }
 
 // `cnt` (<= 16) scales or biases of dtype t from p, as f32 (zeros past cnt).
