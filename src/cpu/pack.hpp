@@ -18,7 +18,7 @@
 //             [biases: likewise]
 //             [zeros up to a multiple of 64 bytes]
 //   ns = the chunk's steps (the last chunk may hold fewer); tiles follow one another, then
-//   kRowOverread bytes of zeros (the 2/3-bit loads read past a block).
+//   kRowOverread bytes of zeros (the 3-bit loads read past a block).
 //
 // GGUF q4_1 (w = d·q + m per block of 32) packs as affine 4-bit g32 with f16 scales d and
 // biases m: the same bytes per weight, and its own VNNI kernel (four row streams of 20-byte

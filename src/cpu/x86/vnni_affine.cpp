@@ -31,7 +31,7 @@ struct Ctl {
   // qword q % 4 (elements 32(q % 4) ..), so vector v byte 8q + b is element 32(q % 4) + 8(q / 4)
   // + 16v + b; int32 lane t of both covers part of elements [32((t / 2) % 4), + 32): one group.
   alignas(64) uint8_t quarter[2][64] = {};
-  alignas(64) uint8_t shift2[2][64] = {};  // multishift: vector v byte 8q + b from bit 2(..)
+  alignas(64) uint8_t shift2[2][64] = {};  // multishift: bit 2(8(q / 4) + 16v + b) of the qword
   alignas(64) int32_t g32q[16] = {};       // lane t -> its group, quarter order
   alignas(64) int32_t g64q[16] = {};
   // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
@@ -103,7 +103,7 @@ void block_digits(const float* xb, uint8_t* pb, int e, const uint8_t (*order)[64
 }
 
 // The codes of one block (128 weights, 16·BITS bytes at p) as the two u8 vectors of Ctl's
-// order. 2/3-bit: a byte permute puts each 8-code chunk's BITS bytes in a qword, one
+// order. 3-bit: a byte permute puts each 8-code chunk's BITS bytes in a qword, one
 // multishift cuts the 8 codes out at bit offsets 0, BITS, .., 7·BITS, one AND masks them. (5, 6 and
 // 8 bits the same way, with two-source permutes, ran 0-30% slower than the float kernels from DRAM,
 // where those already stream at 85-100% of the roof: not routed, not kept.)
@@ -131,9 +131,10 @@ inline __mmask64 load_mask(const uint8_t* p) {
   return _cvtu64_mask64(v);
 }
 
-// 2/3-bit loads read 32/16 bytes past the block (kRowOverread allows 64). 5/6-bit: only the
-// pack's layout (cpu/pack.hpp): the 4-bit nibbles, then masks of each code's fifth (and sixth) bit
-// added in; codes up to 63 keep plane_dot's int32 sums below 2^31 (8·63·127·2^14 < 2^30).
+// 3-bit loads read 16 bytes past the block (kRowOverread allows 64); 2-bit reads its 32. 5/6-bit:
+// only the pack's layout (cpu/pack.hpp): the 4-bit nibbles, then masks of each code's fifth (and
+// sixth) bit added in; codes up to 63 keep plane_dot's int32 sums below 2^31 (8·63·127·2^14 <
+// 2^30).
 template <int BITS>
 inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
   static_assert(BITS >= 2 && BITS <= 8 && BITS != 7);

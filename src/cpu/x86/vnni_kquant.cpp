@@ -17,10 +17,10 @@ namespace {
 constexpr int64_t kBlockElems = 256;
 constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ4Bytes = 144, kQ5Bytes = 176, kQ6Bytes = 210;
 constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
-constexpr int kQ2Planes = 3;           // q2_K's int8 planes (256 bytes each)
+constexpr int kInt8Planes = 3;         // x's int8 planes, q2_K-q5_K (256 bytes each)
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
-// Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block in q2_K, q3_K, q6_K)
+// Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block in q2_K and q6_K)
 // belongs to sub-block 8h + 2j + (l >= 16).
 struct Ctl {
   alignas(64) uint8_t sub[4][64] = {};
@@ -103,7 +103,7 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
 
 // The three int8 planes' sums of a lane as one int32: p0·2^14 + p1·2^7 + p2 (exact while the
 // caller's bound keeps it below 2^31).
-inline __m512i combine_planes(const __m512i (&a)[kQ2Planes]) {
+inline __m512i combine_planes(const __m512i (&a)[kInt8Planes]) {
   return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7),
                           a[2]);
 }
@@ -124,9 +124,9 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         const __m512i prod = _mm512_mullo_epi32(_mm512_and_si512(sc32, _mm512_set1_epi32(0xF)),
                                                 _mm512_set1_epi32(0x03020100));
         const __m512i qs = _mm512_loadu_si512(blk + 16);
-        __m512i a[M][kQ2Planes];
+        __m512i a[M][kInt8Planes];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
@@ -134,7 +134,7 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               _mm512_ternarylogic_epi32(mask3, codes, _mm512_load_si512(kCtl.sub4[j]), 0xCA);
           const __m512i q = _mm512_permutexvar_epi8(idx, prod);  // q · s, unsigned
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kQ2Planes; ++p)
+            for (int p = 0; p < kInt8Planes; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + j * 64));
         }
@@ -209,9 +209,9 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
             _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
         const __m512i src[2] = {_mm512_unpacklo_epi64(qs, qs), _mm512_unpackhi_epi64(qs, qs)};
         const __m512i hsrc[2] = {_mm512_unpacklo_epi64(hm, hm), _mm512_unpackhi_epi64(hm, hm)};
-        __m512i a[M][kQ2Planes];
+        __m512i a[M][kInt8Planes];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
           const __m512i c = _mm512_and_si512(
@@ -221,7 +221,7 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ3Order.high[t % 2]), hsrc[t / 2]);
           const __m512i q = _mm512_ternarylogic_epi32(c, h, four, 0xF8);  // c | (h & 4)
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kQ2Planes; ++p)
+            for (int p = 0; p < kInt8Planes; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
@@ -297,9 +297,9 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           hsrc[0] = _mm512_unpacklo_epi64(qh, qh);
           hsrc[1] = _mm512_unpackhi_epi64(qh, qh);
         }
-        __m512i a[M][kQ2Planes];
+        __m512i a[M][kInt8Planes];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kQ2Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
           __m512i q = _mm512_and_si512(
@@ -311,7 +311,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
             q = _mm512_ternarylogic_epi32(q, h, bit4, 0xF8);  // q | (h & 16)
           }
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kQ2Planes; ++p)
+            for (int p = 0; p < kInt8Planes; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
@@ -406,9 +406,9 @@ bool int8_prep(const float* x, int64_t k, uint8_t* planes, float* pow2, Place pl
       // of each plane (stride 4: 16 bytes in a row).
       const auto [off, stride] = place(v);
       __m512 r = _mm512_loadu_ps(xb + 16 * v);
-      for (int p = 0; p < kQ2Planes; ++p) {
+      for (int p = 0; p < kInt8Planes; ++p) {
         const __m512 c = round_even(_mm512_mul_ps(r, _mm512_set1_ps(up[p])));
-        if (p + 1 < kQ2Planes) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
+        if (p + 1 < kInt8Planes) r = _mm512_fnmadd_ps(c, _mm512_set1_ps(down[p]), r);
         const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(c));
         uint8_t* out = pb + p * 256 + off;
         if (stride == 4) {
