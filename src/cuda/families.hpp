@@ -51,6 +51,12 @@ std::string qmm_affine_rf_supports(const Problem& p);
 void qmm_affine_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
+// qmm_affine_ring.cu: affine nk, 4-bit, f16/bf16, M <= 16, sm_90a, forced only; qmm_affine_rf's
+// arithmetic with each warp's codes, scales and biases in its own ring of bulk tensor copies.
+std::string qmm_affine_ring_supports(const Problem& p);
+void qmm_affine_ring(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                     MatrixView y, const Context& ctx);
+
 // qmm_affine_repack.cu: affine [K, N]: W transposed into a per-stream [N, K] copy, then the
 // [N, K] kernel the selector picks.
 std::string qmm_affine_repack_supports(const Problem& p);

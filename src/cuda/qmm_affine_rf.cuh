@@ -126,6 +126,23 @@ __device__ __forceinline__ uint4 rf_x_frag(const T* xr, int jp) {
                     __byte_perm(lo1, hi1, 0x5410), __byte_perm(lo1, hi1, 0x7632));
 }
 
+// The four mma of pairs 4jp..4jp+3 of a lane's chunk for one column tile: av[at][rho][i] is pair
+// 4jp + i of row g + 8·rho of A-tile at (two k16 steps: pairs i = 0, 1, then 2, 3), f the B
+// fragments of those steps (rf_x_frag); acc0 / acc1 the accumulators of A-tiles 0 / 1.
+template <class T>
+__device__ __forceinline__ void rf_mma_pairs(float (&acc0)[4], float (&acc1)[4],
+                                             const uint32_t (&av)[2][2][4], const uint4& f) {
+  const uint32_t bf0[2] = {f.x, f.y}, bf1[2] = {f.z, f.w};
+  const uint32_t a00[4] = {av[0][0][0], av[0][1][0], av[0][0][1], av[0][1][1]};
+  const uint32_t a10[4] = {av[1][0][0], av[1][1][0], av[1][0][1], av[1][1][1]};
+  mma_16816<T>(acc0, a00, bf0);
+  mma_16816<T>(acc1, a10, bf0);
+  const uint32_t a01[4] = {av[0][0][2], av[0][1][2], av[0][0][3], av[0][1][3]};
+  const uint32_t a11[4] = {av[1][0][2], av[1][1][2], av[1][0][3], av[1][1][3]};
+  mma_16816<T>(acc0, a01, bf1);
+  mma_16816<T>(acc1, a11, bf1);
+}
+
 // Pre-pass of qmm_affine_rf: frag[((w·MT + t)·4 + jp)·32 + lane] = rf_x_frag of lane (g, q) for
 // window w of K (128 codes), column tile t (row 8t + g of x) and jp; zeros for rows past M and
 // chunks past K. One 16-byte fragment per thread.
@@ -399,18 +416,7 @@ __global__ void __launch_bounds__(kRfThreads, MINB) qmm_affine_rf_kernel(const T
             }
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const uint4& f = xq[jp % 2][t];
-          const uint32_t bf0[2] = {f.x, f.y}, bf1[2] = {f.z, f.w};
-#pragma unroll
-          for (int at = 0; at < 2; ++at) {
-            const uint32_t af[4] = {av[at][0][0], av[at][1][0], av[at][0][1], av[at][1][1]};
-            mma_16816<T>(acc[at][t], af, bf0);
-          }
-#pragma unroll
-          for (int at = 0; at < 2; ++at) {
-            const uint32_t af[4] = {av[at][0][2], av[at][1][2], av[at][0][3], av[at][1][3]};
-            mma_16816<T>(acc[at][t], af, bf1);
-          }
+          rf_mma_pairs<T>(acc[0][t], acc[1][t], av, xq[jp % 2][t]);
           xq[jp % 2][t] = __ldg((jp < 2 ? xc : xn) + 32 * (4 * t + (jp + 2) % 4));
         }
       }

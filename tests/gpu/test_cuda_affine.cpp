@@ -186,6 +186,39 @@ TEST_P(CudaAffine, RegisterFedQmm) {
   if (runs == 0) GTEST_SKIP() << "qmm_affine_rf does not serve " << bits << "-bit g" << group;
 }
 
+// The tensor-copy ring kernel (4-bit, M <= 16; K / group a multiple of 8): 1 and 2 column tiles
+// (M = 9 with one row of x in the second), ragged N (rows past N read as zeros), row tiles split
+// between CTAs (every CTA one unit) and CTAs crossing row tiles (4100 x 4096: 528 units for at
+// most 2-3 CTAs per SM), deterministic reruns.
+TEST_P(CudaAffine, SharedRingQmm) {
+  const auto [bits, group] = GetParam();
+  if (bits != 4) GTEST_SKIP() << "qmm_affine_ring serves 4-bit codes";
+  Problem p;
+  p.format = Format::affine(bits, group);
+  p.dtype = DType::f16;
+  p.device = Location::device;
+  p.m = 16;
+  p.n = 264;
+  p.k = 9216;
+  p.compute_capability = cuda::compute_capability();
+  if (const std::string why = cuda::qmm_affine_ring_supports(p); !why.empty())
+    GTEST_SKIP() << "qmm_affine_ring: " << why;  // before sm_90, or no sm_90a code built
+  for (DType t : {DType::f16, DType::bf16})
+    for (const auto& [n, k] :
+         {std::pair<int64_t, int64_t>{40, 1024}, {264, 9216}, {17, 2048}, {4100, 4096}}) {
+      const QuantizedMatrix hw = host_weights(Format::affine(bits, group), t, n, k, Layout::nk, 29);
+      const QuantizedMatrix w = to_device(hw);
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 12, 16}) {
+        if (n == 4100 && m != 1 && m != 16) continue;
+        const auto a = run_check(hw, w, t, m, "qmm_affine_ring", static_cast<uint32_t>(m));
+        if (m == 1 || m == 9) {
+          const auto b = run_check(hw, w, t, m, "qmm_affine_ring", static_cast<uint32_t>(m));
+          EXPECT_EQ(a, b) << "qmm_affine_ring result changed between runs (M = " << m << ")";
+        }
+      }
+    }
+}
+
 TEST_P(CudaAffine, DequantizeThenCublas) {
   const auto [bits, group] = GetParam();
   for (DType t : {DType::f16, DType::bf16}) {
