@@ -130,7 +130,7 @@ std::vector<Isa> machine_isas() {
 // run that level with them and without.
 bool vnni_here() {
   const cpu::CpuFeatures& f = cpu::cpu_features();
-  return cpu::isa_supported(Isa::avx512) && f.avx512vnni && f.avx512vbmi;
+  return cpu::isa_supported(Isa::avx512) && f.avx512vnni && f.avx512vbmi && f.gfni;
 }
 struct ScopedNoVnni {
   explicit ScopedNoVnni(bool off) { cpu::disable_vnni(off); }

@@ -77,6 +77,7 @@ CpuFeatures detect() {
     f.avx512vl = f.os_avx512 && bit(l7.b, 31);
     f.avx512vnni = f.os_avx512 && bit(l7.c, 11);
     f.avx512vbmi = f.os_avx512 && bit(l7.c, 1);
+    f.gfni = f.os_avx512 && bit(l7.c, 8);
     f.avx512bf16 = f.os_avx512 && bit(l7s1.a, 5);
     f.avx_vnni = f.os_avx && bit(l7s1.a, 4);
     f.amx_bf16 = bit(l7.d, 22);
@@ -151,13 +152,21 @@ const CpuFeatures& cpu_features() {
 std::string CpuFeatures::describe() const {
   std::string s = brand.empty() ? std::string("cpu") : brand;
   s += ":";
-  const std::pair<bool, const char*> flags[] = {{avx2, "avx2"},         {fma, "fma"},
-                                                {f16c, "f16c"},         {avx512f, "avx512f"},
-                                                {avx512bw, "avx512bw"}, {avx512vl, "avx512vl"},
-                                                {avx512dq, "avx512dq"}, {avx512vnni, "vnni"},
-                                                {avx512vbmi, "vbmi"},   {avx512bf16, "avx512bf16"},
-                                                {avx_vnni, "avx_vnni"}, {amx_tile, "amx"},
-                                                {amx_int8, "amx_int8"}, {amx_bf16, "amx_bf16"}};
+  const std::pair<bool, const char*> flags[] = {{avx2, "avx2"},
+                                                {fma, "fma"},
+                                                {f16c, "f16c"},
+                                                {avx512f, "avx512f"},
+                                                {avx512bw, "avx512bw"},
+                                                {avx512vl, "avx512vl"},
+                                                {avx512dq, "avx512dq"},
+                                                {avx512vnni, "vnni"},
+                                                {avx512vbmi, "vbmi"},
+                                                {gfni, "gfni"},
+                                                {avx512bf16, "avx512bf16"},
+                                                {avx_vnni, "avx_vnni"},
+                                                {amx_tile, "amx"},
+                                                {amx_int8, "amx_int8"},
+                                                {amx_bf16, "amx_bf16"}};
   for (const auto& [on, name] : flags)
     if (on) s += fmt::format(" {}", name);
   s += fmt::format(" (best: {}", isa_name(best_isa()));
@@ -231,7 +240,7 @@ bool vnni_active() {
     return v != nullptr && std::string_view(v) == "0";
   }();
   const CpuFeatures& f = cpu_features();
-  return active_isa() == Isa::avx512 && f.avx512vnni && f.avx512vbmi && !env_off &&
+  return active_isa() == Isa::avx512 && f.avx512vnni && f.avx512vbmi && f.gfni && !env_off &&
          !g_vnni_off.load(std::memory_order_relaxed);
 }
 

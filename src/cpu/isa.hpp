@@ -28,6 +28,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512vbmi = false, avx512bf16 = false, avx_vnni = false;
+  bool gfni = false;  // GF(2^8) affine (EVEX forms with AVX-512)
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_avx = false;     // XCR0 saves YMM state
   bool os_avx512 = false;  // XCR0 saves opmask and ZMM state
@@ -53,8 +54,9 @@ Isa active_isa();
 void force_isa(std::optional<Isa> isa);
 
 // Integer kernels inside the avx512 level (the K-quants' M = 1 GEMV with x split into integer
-// planes, on AVX512-VNNI dot products and VBMI byte permutes): used where the CPU has both and
-// the level is avx512, unless QUANTA_CPU_VNNI=0 or disable_vnni(true) (tests run both paths).
+// planes, on AVX512-VNNI dot products, VBMI byte permutes and GFNI bit gathers): used where the
+// CPU has all three and the level is avx512, unless QUANTA_CPU_VNNI=0 or disable_vnni(true) (tests
+// run both paths).
 bool vnni_active();
 void disable_vnni(bool off);
 

@@ -1,5 +1,5 @@
 // The affine 2/3/4-bit GEMV on AVX512-VNNI dot products (see vnni_affine.hpp). Built with the
-// avx512 flags plus VNNI and VBMI (src/CMakeLists.txt).
+// avx512 flags plus VNNI, VBMI and GFNI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_affine.hpp"
 
 #include <cmath>
@@ -27,12 +27,13 @@ struct Ctl {
   // vectors covers elements [8t, 8t + 8) or [16(t/2), 16(t/2) + 16): one group (>= 32).
   alignas(64) uint8_t nibble[2][64] = {};
   alignas(64) uint8_t chunk[2][64] = {};
-  // 2-bit codes: the block's 32 bytes broadcast to both halves, qword q of vector v cut from
-  // qword q % 4 (elements 32(q % 4) ..), so vector v byte 8q + b is element 32(q % 4) + 8(q / 4)
-  // + 16v + b; int32 lane t of both covers part of elements [32((t / 2) % 4), + 32): one group.
+  // 2-bit codes: the block's 32 bytes broadcast to both halves; byte 8q + b of vector v is code
+  // j = 2v + q / 4 of raw byte 8(q % 4) + b (one GF(2) affine per vector cuts it out), element
+  // 32(q % 4) + 4b + 2v + q / 4; int32 lane t of both covers part of elements
+  // [32((t / 2) % 4), + 32): one group.
   alignas(64) uint8_t quarter[2][64] = {};
-  alignas(64) uint8_t shift2[2][64] = {};  // multishift: bit 2(8(q / 4) + 16v + b) of the qword
-  alignas(64) int32_t g32q[16] = {};       // lane t -> its group, quarter order
+  alignas(64) uint64_t gf2[2][8] = {};  // qword q of vector v: bits 2j, 2j + 1 -> bits 0, 1
+  alignas(64) int32_t g32q[16] = {};    // lane t -> its group, quarter order
   alignas(64) int32_t g64q[16] = {};
   // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
   // low nibbles of block b's 16 bytes, then their high nibbles).
@@ -50,8 +51,13 @@ struct Ctl {
         block32[v][i] = static_cast<uint8_t>(32 * (i / 16) + 16 * v + i % 16);
         quad[v][i] = static_cast<uint8_t>(8 * (i / 4) + 4 * v + i % 4);
         const int q = i / 8, b = i % 8;
-        quarter[v][i] = static_cast<uint8_t>(32 * (q % 4) + 8 * (q / 4) + 16 * v + b);
-        shift2[v][i] = static_cast<uint8_t>(2 * (8 * (q / 4) + 16 * v + b));
+        quarter[v][i] = static_cast<uint8_t>(32 * (q % 4) + 4 * b + 2 * v + q / 4);
+      }
+    // GF2P8AFFINEQB: result bit i = parity(matrix byte 7 - i & source byte).
+    for (int v = 0; v < 2; ++v)
+      for (int q = 0; q < 8; ++q) {
+        const int j = 2 * v + q / 4;
+        gf2[v][q] = uint64_t{1u << (2 * j)} << 56 | uint64_t{1u << (2 * j + 1)} << 48;
       }
     for (int t = 0; t < 16; ++t) {
       g16[t] = t / 2;
@@ -155,12 +161,11 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
       c0 = _mm512_mask_add_epi8(c0, load_mask(p + 80), c0, b5);
       c1 = _mm512_mask_add_epi8(c1, load_mask(p + 88), c1, b5);
     }
-  } else if constexpr (BITS == 2) {  // Ctl::quarter order: no byte permute
+  } else if constexpr (BITS == 2) {  // Ctl::quarter order: one GF(2) affine per vector
     const __m512i a =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    const __m512i m = _mm512_set1_epi8(3);
-    c0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(kCtl.shift2[0]), a), m);
-    c1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(kCtl.shift2[1]), a), m);
+    c0 = _mm512_gf2p8affine_epi64_epi8(a, _mm512_load_si512(kCtl.gf2[0]), 0);
+    c1 = _mm512_gf2p8affine_epi64_epi8(a, _mm512_load_si512(kCtl.gf2[1]), 0);
   } else {
     constexpr const Codes<BITS>& k = kCodes<BITS>;
     const __m512i a = _mm512_loadu_si512(p);

@@ -1,7 +1,7 @@
 // Affine 2-, 3- and 4-bit GEMV (M = 1, W [N, K]; from a host pack also 5-, 6- and 8-bit, whose
 // codes the pack lays out as nibbles plus masks of the high bits, or bytes in fours) on integer
 // dot products, inside the
-// avx512 level where the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernel
+// avx512 level where the CPU has AVX512-VNNI, VBMI and GFNI (vnni_active()). The float kernel
 // (engine/gemv.hpp) spends an unpack (3-bit: across bytes), a convert and an FMA per 16 codes and
 // reads 4 bytes of x from L2 per weight.
 //
@@ -18,7 +18,7 @@
 // 1.4-2.1x; 4-bit 1.2-1.75x
 // from L3 and a tie from DRAM on the 2-core VM (groups of 32 lose 8-12% there: fast.cpp keeps them
 // on the float kernel past L3).
-// Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
+// Compiled with the VNNI/VBMI/GFNI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
 #include <cstdint>

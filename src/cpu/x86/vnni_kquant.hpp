@@ -1,5 +1,5 @@
 // q2_K-q6_K GEMV (M = 1, W [N, K]) on integer dot products, inside the avx512 level where
-// the CPU has AVX512-VNNI and VBMI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
+// the CPU has AVX512-VNNI, VBMI and GFNI (vnni_active()). The float kernels (gguf_dot.hpp) spend a
 // convert, a multiply by x and an FMA with the sub-block scale on every 16 weights.
 // q2_K:
 //   x, once per call, becomes three int8 planes per 256-element block:
@@ -25,7 +25,7 @@
 // q6_K: two int16 planes (x[i] = 2^e · (c0·2^15 + c1), |c| <= 2^14: 2^-27 of the block's largest
 //   |x|), the 6-bit code times the signed 8-bit scale by vpmaddubsw, then vpdpwssd; the -32 of
 //   every code in f32.
-// Compiled with the VNNI/VBMI flags (src/CMakeLists.txt); called only when vnni_active().
+// Compiled with the VNNI/VBMI/GFNI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
 #include <cstdint>
