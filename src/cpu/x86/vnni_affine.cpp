@@ -130,6 +130,15 @@ struct Codes {
 template <int BITS>
 alignas(64) constexpr Codes<BITS> kCodes{};
 
+// The high nibble of every byte, in its low bits (one GF(2) affine: bits 4-7 -> 0-3; a shift
+// and an AND before).
+inline __m512i high_nibbles(__m512i v) {
+  // Result bit i = parity(matrix byte 7 - i & source byte): bytes 7..4 select bits 4..7.
+  constexpr uint64_t kHigh =
+      uint64_t{0x10} << 56 | uint64_t{0x20} << 48 | uint64_t{0x40} << 40 | uint64_t{0x80} << 32;
+  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(static_cast<long long>(kHigh)), 0);
+}
+
 // A 64-bit mask from 8 bytes at p.
 inline __mmask64 load_mask(const uint8_t* p) {
   uint64_t v;
@@ -150,7 +159,7 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
   } else if constexpr (BITS >= 4) {
     const __m512i mask4 = _mm512_set1_epi8(0x0F), raw = _mm512_loadu_si512(p);
     c0 = _mm512_and_si512(raw, mask4);
-    c1 = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask4);
+    c1 = high_nibbles(raw);
     if constexpr (BITS >= 5) {
       const __m512i b4 = _mm512_set1_epi8(16);
       c0 = _mm512_mask_add_epi8(c0, load_mask(p + 64), c0, b4);
@@ -580,7 +589,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);
-      c1[r] = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask4);
+      c1[r] = high_nibbles(q);
       if constexpr (L::kFive) {
         const __m128i qh =
             _mm512_castsi512_si128(_mm512_permutex2var_epi8(a, _mm512_load_si512(k.qh), b));
