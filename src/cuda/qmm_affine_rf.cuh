@@ -145,8 +145,10 @@ __device__ __forceinline__ void rf_mma_pairs(float (&acc0)[4], float (&acc1)[4],
 
 // Pre-pass of qmm_affine_rf: frag[((w·MT + t)·4 + jp)·32 + lane] = rf_x_frag of lane (g, q) for
 // window w of K (128 codes), column tile t (row 8t + g of x) and jp; zeros for rows past M and
-// chunks past K. One 16-byte fragment per thread.
-template <class T, int BITS>
+// chunks past K. One 16-byte fragment per thread. INTERLEAVED (qmm_affine_ring): lane (g, q) of
+// window w takes chunk 2q + w % 2 of stage w / 2 (codes 256 (w / 2) + 32 (2q + w % 2) ..) instead
+// of chunk q of window w.
+template <class T, int BITS, bool INTERLEAVED = false>
 __global__ void rf_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt, int64_t total) {
   grid_dependency_release();  // the main kernel may start loading codes now
   grid_dependency_wait();     // x and the scratch: behind the previous kernel (common.cuh)
@@ -156,7 +158,8 @@ __global__ void rf_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt,
   const int t = static_cast<int>(i / 128 % mt);
   const int64_t w = i / (128 * mt);
   const int row = 8 * t + lane / 4;
-  const int64_t k0 = 128 * w + 32 * (lane % 4);
+  const int64_t k0 =
+      INTERLEAVED ? 256 * (w / 2) + 32 * (2 * (lane % 4) + w % 2) : 128 * w + 32 * (lane % 4);
   uint4 f = make_uint4(0u, 0u, 0u, 0u);
   if (row < m && k0 < k) f = rf_x_frag<T, BITS>(x + row * static_cast<int64_t>(k) + k0, jp);
   frag[i] = f;

@@ -66,7 +66,7 @@ void run_ring(TcArgs a, const RingMaps& maps, cudaStream_t stream) {
   stream_k_scratch(a, stream);
   const int64_t total = 2 * static_cast<int64_t>(a.tile_stages) * MT * 128;
   auto* frag = static_cast<uint4*>(stream_scratch(stream, Scratch::rf_x_frags, total * 16));
-  QUANTA_CUDA_CHECK(launch_prepass(ring_x_frags_kernel<T>,
+  QUANTA_CUDA_CHECK(launch_prepass(rf_x_frags_kernel<T, 4, true>,
                                    dim3(static_cast<unsigned>((total + 255) / 256)), dim3(256),
                                    stream, static_cast<const T*>(a.x), frag, a.m, a.k, MT, total));
   a.xfrag = frag;

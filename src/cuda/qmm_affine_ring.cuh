@@ -19,8 +19,8 @@
 //           of row r at c ^ (r % 8)) and 32 rows x 8 entries of scales and of biases.
 //   lane  = (g, q) takes piece 2q + h in window h (h = 0, 1) of rows g, g + 8 of both A-tiles:
 //           the eight lanes of a quarter-warp then read eight distinct bank groups.
-//   x     = ring_x_frags_kernel writes the mma's B fragments in that order (the pairs of
-//           rf_x_frag), read through L1 a whole unit ahead of their use.
+//   x     = rf_x_frags_kernel<T, 4, true> writes the mma's B fragments in that order, read
+//           through L1 a whole unit ahead of their use.
 #pragma once
 
 #include <cuda.h>
@@ -31,7 +31,7 @@
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
 #include "cuda/mma.cuh"
-#include "cuda/qmm_affine_rf.cuh"  // rf_x_frag
+#include "cuda/qmm_affine_rf.cuh"  // rf_x_frags_kernel, rf_mma_pairs
 #include "cuda/qmm_affine_tc.cuh"  // TcArgs, first_unit, stream_k_flush
 
 namespace quanta::cuda {
@@ -113,25 +113,6 @@ __device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
   return p;
 }
 
-// x as B fragments in the kernel's order: frag[((w·MT + t)·4 + jp)·32 + lane] = rf_x_frag of
-// lane (g, q) for window w (stage w / 2, h = w % 2: codes 256 (w / 2) + 32 (2q + h) ..), column
-// tile t and jp; zeros for rows past M and chunks past K.
-template <class T>
-__global__ void ring_x_frags_kernel(const T* x, uint4* frag, int m, int k, int mt, int64_t total) {
-  grid_dependency_release();
-  grid_dependency_wait();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int lane = static_cast<int>(i % 32), jp = static_cast<int>(i / 32 % 4);
-  const int t = static_cast<int>(i / 128 % mt);
-  const int64_t w = i / (128 * mt);
-  const int row = 8 * t + lane / 4;
-  const int64_t k0 = 256 * (w / 2) + 32 * (2 * (lane % 4) + w % 2);
-  uint4 f = make_uint4(0u, 0u, 0u, 0u);
-  if (row < m && k0 < k) f = rf_x_frag<T, 4>(x + row * static_cast<int64_t>(k) + k0, jp);
-  frag[i] = f;
-}
-
 struct RingMaps {
   CUtensorMap codes, scales, biases;
 };
@@ -181,6 +162,8 @@ __global__ void __launch_bounds__(kRingThreads, MINB)
       const int row = ld_rt * kTcRows + 32 * warp;
       mbar_expect_tx(bar, RingSlot::kBytes);
       tma_load_2d(slot, &maps.codes, ld_st * 128, row, bar, codes_policy);
+      // A box starts at the 16-byte boundary at or below the stage's first entry (the reader
+      // offsets into it).
       tma_load_2d(slot + RingSlot::kCodeBytes, &maps.scales, (ld_st * e) & ~7, row, bar,
                   scale_policy);
       tma_load_2d(slot + RingSlot::kCodeBytes + RingSlot::kScaleBytes, &maps.biases,
