@@ -243,22 +243,77 @@ TEST(CpuPrepack, GatherMatmulOnPackedStack) {
 }
 
 // Activations the planes cannot hold (a NaN, a block below 2^-96) send the call to the float
-// kernel on the original buffers; outliers stay on the pack and within the bound.
+// kernels on the original buffers ([N, K]: the float GEMV; [K, N]: the [K, N] kernels, at M = 2
+// where one row splits and the other does not); outliers stay on the pack and within the bound.
 TEST(CpuPrepack, ActivationExtremes) {
-  const Format f = Format::affine(4, 64);
-  const int64_t n = 37, k = 1024;
-  const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 21);
-  const QuantizedMatrix p = prepack(w);
-  test::Dense x = test::random_dense(DType::f32, 1, k, 22);
-  x.set(5, 3.0e4f);
-  for (int64_t i = 256; i < 384; ++i) x.set(i, x.at(i) * 0x1p-110f);
-  ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(1));
-  EXPECT_TRUE(cmp.pass) << "rel_l2 " << cmp.rel_l2;
-  x.set(700, std::nanf(""));
-  test::Dense y(DType::f32, 1, n);
-  y.poison();
-  matmul(x.view(), p, y.mut());
-  for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(std::isnan(y.at(i))) << "n = " << i;
+  struct Case {
+    Format f;
+    Layout layout;
+    int64_t n, m;
+  };
+  for (const Case& c : {Case{Format::affine(4, 64), Layout::nk, 37, 1},
+                        Case{Format::affine(3, 64), Layout::kn, 64, 2}}) {
+    const int64_t k = 1024, last = (c.m - 1) * k;  // the last row of x
+    const QuantizedMatrix w = test::host_weights(c.f, DType::f32, c.n, k, c.layout, 21);
+    const QuantizedMatrix p = prepack(w);
+    test::Dense x = test::random_dense(DType::f32, c.m, k, 22);
+    x.set(last + 5, 3.0e4f);
+    for (int64_t i = 256; i < 384; ++i) x.set(last + i, x.at(last + i) * 0x1p-110f);
+    const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(c.m));
+    EXPECT_TRUE(cmp.pass) << c.f.name() << " rel_l2 " << cmp.rel_l2;
+    x.set(last + 700, std::nanf(""));
+    test::Dense y(DType::f32, c.m, c.n);
+    y.poison();
+    matmul(x.view(), p, y.mut());
+    for (int64_t i = 0; i < c.n; ++i)
+      EXPECT_TRUE(std::isnan(y.at((c.m - 1) * c.n + i))) << c.f.name() << " n = " << i;
+  }
+}
+
+// W [K, N] (affine, mxfp4, nvfp4) packs as its [N, K] transpose: M = 1..8 read the pack (checked
+// again after the original buffers are overwritten), M = 9 the [K, N] tiles on the originals
+// (checked before). N = 96 ends halfway through the pack's blocks of 64 transposed rows.
+TEST(CpuPrepack, KnLayoutPacksAsTranspose) {
+  struct Case {
+    Format f;
+    DType t;
+    uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
+  };
+  std::vector<Case> cases;
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128})
+      cases.push_back({Format::affine(bits, group), group == 64 ? DType::bf16 : DType::f16, 3});
+  cases.push_back({Format::affine(4, 64), DType::f32, 4});
+  cases.push_back({Format::mxfp4(), DType::f32, 6});
+  cases.push_back({Format::nvfp4(), DType::f32, 6});
+  cases.push_back({Format::nvfp4(), DType::f32, 7});
+  for (const Case& c : cases)
+    for (int64_t k : {1280, 384}) {
+      const int64_t n = 96;
+      QuantizedMatrix w = test::host_weights(c.f, c.t, n, k, Layout::kn, c.seed);
+      const QuantizedMatrix p = prepack(w);
+      ASSERT_EQ(p.host_pack != nullptr, vnni_here()) << c.f.name();
+      std::vector<test::Dense> xs;
+      std::vector<std::vector<double>> want;
+      for (int64_t m : {1, 2, 3, 5, 8, 9}) {
+        xs.push_back(test::random_dense(c.t, m, k, 90 + static_cast<uint32_t>(m)));
+        want.push_back(ref::matmul(xs.back().view(), w));
+      }
+      const ref::Comparison tiled = run(xs.back(), p, want.back(), "auto");
+      EXPECT_TRUE(tiled.pass) << c.f.name() << " K=" << k << " M=9: rel_l2 " << tiled.rel_l2;
+      if (p.host_pack) {
+        const Footprint fp = w.footprint();
+        std::memset(w.codes, 0x6C, fp.code_bytes);
+        std::memset(w.scales, 0x33, fp.scale_bytes);
+        if (fp.bias_bytes) std::memset(w.biases, 0x44, fp.bias_bytes);
+      }
+      for (std::size_t i = 0; i + 1 < xs.size(); ++i) {
+        const ref::Comparison cmp = run(xs[i], p, want[i], "auto");
+        EXPECT_TRUE(cmp.pass) << c.f.name() << " " << dtype_name(c.t) << " K=" << k
+                              << " M=" << xs[i].rows << ": rel_l2 " << cmp.rel_l2 << ", non-finite "
+                              << cmp.nonfinite;
+      }
+    }
 }
 
 // Formats, layouts and shapes without a packed kernel come back without a pack (and still
@@ -272,7 +327,8 @@ TEST(CpuPrepack, WithoutPackedKernel) {
   const Shape shapes[] = {{Format::gguf(Scheme::q2_K), Layout::nk, 1024},
                           {Format::gguf(Scheme::q8_0), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
-                          {Format::affine(4, 64), Layout::kn, 1024},
+                          {Format::mxfp8(), Layout::kn, 1024},
+                          {Format::fp8_e4m3(), Layout::kn, 1024},
                           {Format::mxfp8(), Layout::nk, 1024}};
   for (const Shape& s : shapes) {
     const QuantizedMatrix w = test::host_weights(s.f, DType::f32, 40, s.k, s.layout, 31);

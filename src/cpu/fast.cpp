@@ -305,8 +305,41 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
   });
 }
 
+// W [K, N] with a pack (the [N, K] matrix Wᵀ, cpu/pack.hpp) at M = 1..kGemvMaxRows: the packed
+// [N, K] GEMV, which reads x as integer planes. False, with nothing written, when this level's
+// kernels take no planes or a row of x cannot be split (both would read the [N, K] buffers that
+// a [K, N] matrix does not have): the [K, N] kernels run instead.
+bool gemv_kn_packed(const IsaKernels& kr, const WeightPlan& plan, const float* x, int64_t m,
+                    float* y, int threads) {
+  WeightPlan w = plan;
+  w.layout = Layout::nk;
+  w.quad_pairs = m == 1;  // as gemv_nk
+  w.int8_x = false;
+  const int64_t float_xs = kr.gemv_xs_count(w);
+  w.int8_x = vnni_active();
+  const int64_t n = kr.gemv_xs_count(w);
+  if (n == float_xs) return false;
+  Buffer xp(w.k + kGemvXPad), xs(n);
+  for (int64_t i = 0; i < m; ++i) {
+    kr.gemv_prep(w, x + i * w.k, xp.get(), xs.get());
+    if (xs.get()[n - 1] != 1.0f) return false;  // the planes' last entry says
+  }
+  if (m == 1)
+    gemv_nk(kr, w, x, y, threads);
+  else
+    gemv_nk_multi(kr, w, x, m, y, threads);
+  return true;
+}
+
 void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m, float* y,
          int threads) {
+  if (w.layout == Layout::kn && w.pack != nullptr) {
+    if (path == Path::gemv && m <= kGemvMaxRows && gemv_kn_packed(kr, w, x, m, y, threads)) return;
+    WeightPlan u = w;
+    u.pack = nullptr;  // the [K, N] kernels read the matrix itself
+    run(kr, path, u, x, m, y, threads);
+    return;
+  }
   if (path == Path::gemv && w.layout == Layout::kn) {
     gemv_kn(kr, w, x, m, y, threads);
     return;

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "cpu/isa.hpp"
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
+#include "format/affine.hpp"
 
 namespace quanta::cpu {
 
@@ -116,6 +118,31 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
   std::memcpy(bias_out, src.biases + step * gpv * sz, static_cast<std::size_t>(gpv * sz));
 }
 
+// Rows n0 .. n0 + rows - 1 of a [K, N] matrix (one of the stack: codes kc, scales ks, biases kb)
+// as [N, K] rows: row r's K codes as one bit stream (row_code bytes) at codes + r·row_code, its
+// K / G scale and bias entries (ent bytes each) at scales / biases + r·groups·ent. The [K, N]
+// rows are read in address order, one run of `rows` codes per K-row.
+void transpose_kn_rows(const QuantizedMatrix& w, const uint8_t* kc, const uint8_t* ks,
+                       const uint8_t* kb, int64_t n0, int64_t rows, int64_t ent, uint8_t* codes,
+                       uint8_t* scales, uint8_t* biases) {
+  const int bits = w.format.bits;
+  const int64_t k = w.k, n = w.n, groups = k / w.format.group_size;
+  const int64_t kn_row = n * bits / 8, row_code = k * bits / 8;
+  std::memset(codes, 0, static_cast<std::size_t>(rows * row_code));
+  for (int64_t i = 0; i < k; ++i) {
+    const uint8_t* src = kc + i * kn_row;
+    for (int64_t r = 0; r < rows; ++r)
+      codec::affine_put_code(codes + r * row_code, i, bits,
+                             codec::affine_code(src, n0 + r, bits, n));
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t from = (g * n + n0 + r) * ent, to = (r * groups + g) * ent;
+      std::memcpy(scales + to, ks + from, static_cast<std::size_t>(ent));
+      if (biases != nullptr) std::memcpy(biases + to, kb + from, static_cast<std::size_t>(ent));
+    }
+}
+
 }  // namespace
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
@@ -124,7 +151,10 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
       f.scheme != Scheme::nvfp4)
     return fmt::format(
         "{} has no packed kernel (affine, q4_0, q4_1, q5_0, q5_1, mxfp4 and nvfp4 do)", f.name());
-  if (w.layout != Layout::nk) return "W [K, N] has no packed kernel (W [N, K] does)";
+  if (w.layout == Layout::kn && f.scheme != Scheme::affine && f.scheme != Scheme::mxfp4 &&
+      f.scheme != Scheme::nvfp4)
+    return fmt::format("W [K, N] in {} has no packed kernel (affine, mxfp4 and nvfp4 do)",
+                       f.name());
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
   if (!vnni_active()) return "this CPU level has no VNNI kernel (needs AVX512-VNNI and VBMI)";
@@ -147,6 +177,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->biases = w.biases;
   p->format = w.format;
   p->scale_dtype = w.scale_dtype;
+  p->layout = w.layout;
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
@@ -174,26 +205,20 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   std::memset(p->data.get() + p->expert_bytes * w.batch, 0, kRowOverread);
 
   const Footprint fp = w.footprint();
-  const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;
+  const int64_t row_code = static_cast<int64_t>(fp.code_bytes) / w.n;  // one row's, along K
   const int64_t block_code = 16 * w.format.bits, groups = w.k / w.format.group_size;
   // The matrix's own scale entries: E8M0 / E4M3 bytes or scale_dtype (affine).
   const int64_t wsz = fp4 ? 1 : static_cast<int64_t>(dtype_size(w.scale_dtype));
-  parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
-    const int64_t e = j / tiles, t = j % tiles;
+  // Tile t of expert e from its four rows (row_codes(r) etc. give row 4t + r as [N, K] rows).
+  auto pack_tile = [&](int64_t e, int64_t t, auto&& source) {
     uint8_t* out = p->data.get() + e * p->expert_bytes + t * p->tile_bytes;
-    const auto ue = static_cast<std::size_t>(e);
-    const auto* ec = reinterpret_cast<const uint8_t*>(w.codes) + ue * fp.code_bytes;
-    const auto* es = reinterpret_cast<const uint8_t*>(w.scales) + ue * fp.scale_bytes;
-    const auto* eb = reinterpret_cast<const uint8_t*>(w.biases) + ue * fp.bias_bytes;
     for (int64_t s0 = 0; s0 < steps; s0 += p->steps) {
       const int64_t ns = std::min<int64_t>(p->steps, steps - s0), bytes = chunk_bytes(*p, ns);
       std::memset(out, 0, static_cast<std::size_t>(bytes));  // rows past N, and the padding
       uint8_t* sd_out = out + kPackRows * ns * block_code;
       const int64_t run = ns * gpv * sz;  // one row's scale bytes in this chunk
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
-        const int64_t row = kPackRows * t + r;
-        const StepSource src{ec + row * row_code, gguf ? nullptr : es + row * groups * wsz,
-                             p->stores_biases && !gguf ? eb + row * groups * wsz : nullptr};
+        const StepSource src = source(r);
         for (int64_t s = 0; s < ns; ++s)
           copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
                     sd_out + r * run + s * gpv * sz,
@@ -201,6 +226,44 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       }
       out += bytes;
     }
+  };
+  const auto* codes = reinterpret_cast<const uint8_t*>(w.codes);
+  const auto* scales = reinterpret_cast<const uint8_t*>(w.scales);
+  const auto* biases = reinterpret_cast<const uint8_t*>(w.biases);
+  if (w.layout == Layout::nk) {
+    parallel_for(w.batch * tiles, resolve_threads(threads), [&](int64_t j, int) {
+      const int64_t e = j / tiles, t = j % tiles;
+      const auto ue = static_cast<std::size_t>(e);
+      const uint8_t* ec = codes + ue * fp.code_bytes;
+      const uint8_t* es = scales + ue * fp.scale_bytes;
+      const uint8_t* eb = biases + ue * fp.bias_bytes;
+      pack_tile(e, t, [&](int64_t r) {
+        const int64_t row = kPackRows * t + r;
+        return StepSource{ec + row * row_code, gguf ? nullptr : es + row * groups * wsz,
+                          p->stores_biases && !gguf ? eb + row * groups * wsz : nullptr};
+      });
+    });
+    return p;
+  }
+  // [K, N] (affine, mxfp4, nvfp4): blocks of kBlockRows rows transposed to [N, K] rows first,
+  // then packed as above; the same pack, so the same kernel, as the [N, K] matrix W^T.
+  constexpr int64_t kBlockRows = 16 * kPackRows;
+  const int64_t blocks = (w.n + kBlockRows - 1) / kBlockRows;
+  parallel_for(w.batch * blocks, resolve_threads(threads), [&](int64_t j, int) {
+    const int64_t e = j / blocks, n0 = (j % blocks) * kBlockRows;
+    const int64_t rows = std::min(kBlockRows, w.n - n0);
+    const auto ue = static_cast<std::size_t>(e);
+    std::vector<uint8_t> rc(static_cast<std::size_t>(rows * row_code)),
+        rs(static_cast<std::size_t>(rows * groups * wsz)), rb(p->stores_biases ? rs.size() : 0);
+    transpose_kn_rows(w, codes + ue * fp.code_bytes, scales + ue * fp.scale_bytes,
+                      p->stores_biases ? biases + ue * fp.bias_bytes : nullptr, n0, rows, wsz,
+                      rc.data(), rs.data(), p->stores_biases ? rb.data() : nullptr);
+    for (int64_t t = n0 / kPackRows; t * kPackRows < n0 + rows; ++t)
+      pack_tile(e, t, [&](int64_t r) {
+        const int64_t i = kPackRows * t + r - n0;
+        return StepSource{rc.data() + i * row_code, rs.data() + i * groups * wsz,
+                          p->stores_biases ? rb.data() + i * groups * wsz : nullptr};
+      });
   });
   return p;
 }
@@ -209,7 +272,7 @@ const HostPack* pack_of(const QuantizedMatrix& w) {
   const HostPack* p = w.host_pack.get();
   if (p == nullptr || p->codes != w.codes || p->scales != w.scales || p->biases != w.biases ||
       p->format != w.format || p->scale_dtype != w.scale_dtype || p->n != w.n || p->k != w.k ||
-      p->batch != w.batch || w.layout != Layout::nk || w.location != Location::host)
+      p->batch != w.batch || p->layout != w.layout || w.location != Location::host)
     return nullptr;
   return p;
 }

@@ -1,7 +1,8 @@
 // quanta::prepack on the host: affine (every width), GGUF q4_0, q4_1, q5_0 and q5_1, mxfp4 and
-// nvfp4 W [N, K]
-// re-laid out so the VNNI GEMV (x86/vnni_affine.hpp, affine_packed_multi) reads each four rows as
-// one run of bytes.
+// nvfp4 W [N, K], and affine, mxfp4 and nvfp4 W [K, N] (packed as the [N, K] matrix Wᵀ: the
+// [K, N] GEMV read 2- and 3-bit codes at 43-59% of the DRAM roof, compute-bound in its column
+// decode; docs/perf-cpu.md), re-laid out so the VNNI GEMV (x86/vnni_affine.hpp,
+// affine_packed_multi) reads each four rows as one run of bytes.
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -51,6 +52,7 @@ struct HostPack {
   const std::byte* scales = nullptr;
   const std::byte* biases = nullptr;
   Format format{};
+  Layout layout = Layout::nk;      // the matrix's: a [K, N] one is packed as its [N, K] transpose
   DType scale_dtype = DType::f16;  // the matrix's
   DType pack_dtype = DType::f16;   // of the scales and biases in the pack (affine, q4_1)
   int64_t n = 0, k = 0, batch = 0;
