@@ -18,7 +18,9 @@ Problem matmul_problem(Op op, const ConstMatrixView& x, const QuantizedMatrix& w
   p.k = w.k;
   p.batch = w.batch;
   p.compute_capability = w.location == Location::device ? cuda::compute_capability() : 0;
-  p.device_packed = w.device_pack != nullptr && w.scale_dtype == x.dtype;
+  // A [K, N] pack (the [N, K] copy) serves every x dtype; the wgmma one, x in the scale dtype.
+  p.device_packed =
+      w.device_pack != nullptr && (w.layout == Layout::kn || w.scale_dtype == x.dtype);
   return p;
 }
 

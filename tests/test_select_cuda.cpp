@@ -80,7 +80,7 @@ TEST_F(SelectCuda, AffineHalfActivationsByM) {
 }
 
 // matmul_problem marks a matrix with a device pack, but only for x of the scales' dtype (the pack
-// holds scales of that dtype; qmm_affine_wgmma reads it only then).
+// holds scales of that dtype; qmm_affine_wgmma reads it only then); for W [K, N], for every dtype.
 TEST_F(SelectCuda, ProblemMarksADevicePackForItsDtype) {
   QuantizedMatrix w;
   w.format = Format::affine(4, 64);
@@ -95,6 +95,11 @@ TEST_F(SelectCuda, ProblemMarksADevicePackForItsDtype) {
   ConstMatrixView xb = x;
   xb.dtype = DType::bf16;
   EXPECT_FALSE(matmul_problem(Op::matmul, xb, w).device_packed);
+  // A [K, N] matrix's pack is its [N, K] copy: it serves x of any dtype.
+  w.layout = Layout::kn;
+  EXPECT_TRUE(matmul_problem(Op::matmul, xb, w).device_packed);
+  xb.dtype = DType::f32;
+  EXPECT_TRUE(matmul_problem(Op::matmul, xb, w).device_packed);
 }
 
 TEST_F(SelectCuda, EveryAffineWidthAndGroupTakesTheFastPath) {
@@ -256,6 +261,18 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
                   repack ? "qmm_affine_repack" : "qvm_affine")
             << dtype_name(t) << " " << b << "-bit M=" << m;
       }
+  // A device pack (quanta::prepack: the [N, K] copy made once): the copy's kernels at every M,
+  // every width and dtype, ahead of qvm_affine; N not a multiple of 32 still declines.
+  for (DType t : kAllDTypes)
+    for (int b : {2, 3, 4, 5, 6, 8})
+      for (int64_t m : {1, 2, 5, 8, 9, 300}) {
+        Problem packed = affine_problem(m, t, b, 64, 64, 512, Layout::kn);
+        packed.device_packed = true;
+        EXPECT_EQ(pick(packed), "qmm_affine_repack") << dtype_name(t) << " " << b << "-bit M=" << m;
+      }
+  Problem ragged = affine_problem(1, DType::bf16, 4, 64, 8, 512, Layout::kn);
+  ragged.device_packed = true;
+  EXPECT_EQ(pick(ragged), "matmul_generic");
   Problem stack = affine_problem(9, DType::f16, 4, 64, 64, 512, Layout::kn);
   stack.batch = 4;
   EXPECT_EQ(pick(stack), "matmul_generic");

@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab checkonly
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack checkonly
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -185,6 +185,22 @@ for s in $steps; do
         "$P" --kernel qmm_affine_wgrf --formats affine-4b-g64 --shapes 14336x5120 --m ${WGRF_PROF_M:-64} \
         --dtypes f16 --no-cublas --replays 2 >"$OUT/wgrf_source.csv" 2>&1
       echo "ncu wgrf source rc=$? lines $(wc -l <"$OUT/wgrf_source.csv")"
+      ;;
+    knpack)  # [K, N] with and without quanta::prepack's [N, K] copy, alternating; its tests first
+      timeout 100 "$T" --gtest_brief=1 --gtest_filter='*KnDevicePack*:*RepackedKn*:SelectCuda*' \
+        >"$OUT/tests_knpack.log" 2>&1
+      echo "knpack tests rc=$?"; tail -3 "$OUT/tests_knpack.log"
+      timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
+        --gtest_filter='All/CudaAffine.KnDevicePack/b4_g64:All/CudaAffine.KnDevicePack/b3_g32' \
+        >"$OUT/sanitizer_knpack.log" 2>&1
+      echo "knpack memcheck rc=$?"; grep "ERROR SUMMARY" "$OUT/sanitizer_knpack.log"
+      a="--layout kn --formats affine-4b-g64,affine-2b-g64,affine-8b-g64,affine-3b-g64"
+      a="$a --m 1,2,4,8,16,64,256 --dtypes f16,bf16 --check --no-cublas"
+      for r in 1 2; do
+        timeout 150 "$P" $a | sed "s/^/plain /"
+        timeout 150 "$P" $a --prepack | sed "s/^/packed /"
+      done >"$OUT/probe_knpack.log" 2>&1
+      echo "probe knpack done"; grep -cE "^(plain|packed) " "$OUT/probe_knpack.log"
       ;;
     checkonly)  # `quanta bench --device cuda --check-only` with the command packed by PACK_CLI=1
       C=${CLI:-build-cuda/cli}

@@ -60,8 +60,10 @@ void gather_matmul(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
 // load-time call, not for a graph capture). matmul reads it from M = 33 on (M = 24 for 8-bit).
 // H200: int4 M = 48..64 1.09-1.22x, M = 96..384 1.05-1.38x, M >= 1024 1.04-1.24x faster; int8 M =
 // 32..128 1.12-1.35x, M >= 256 1.02-1.14x; int2 M = 64..128 1.42-1.73x, M >= 256 1.15-1.32x
-// (medians of two runs; docs/PERF.md). Same terms as the host pack: a snapshot of
-// the buffers it was made from.
+// (medians of two runs; docs/PERF.md). An affine W [K, N] device matrix (N a multiple of 32, one
+// matrix) gets its [N, K] copy instead (a second copy of the weights), on which the [N, K]
+// kernels then run at every M. Same terms as the host pack: a snapshot of the buffers it was made
+// from.
 QuantizedMatrix prepack(const QuantizedMatrix& w, const Context& ctx = {});
 
 // Whether this build has the CUDA backend and a usable device.

@@ -38,8 +38,9 @@ struct Problem {
   Location device = Location::host;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int compute_capability = 0;  // 90 for sm_90; 0 on the host
-  // w carries a device pack (quanta::prepack) for x's dtype. Whether the pack still matches w's
-  // buffers is the kernel's check (DevicePack::serves): a stale one runs the unpacked path.
+  // w carries a device pack (quanta::prepack) for x's dtype ([K, N]: for any dtype). Whether the
+  // pack still matches w's buffers is the kernel's check (DevicePack::serves): a stale one runs
+  // the unpacked path.
   bool device_packed = false;
 };
 

@@ -3,6 +3,7 @@
 // CPU-side selection tests compile with the host compiler.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/kernel.hpp"
@@ -57,10 +58,12 @@ std::string qmm_affine_ring_supports(const Problem& p);
 void qmm_affine_ring(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                      MatrixView y, const Context& ctx);
 
-// qmm_affine_repack.cu: affine [K, N]: W transposed into a per-stream [N, K] copy, then the
-// [N, K] kernel the selector picks.
+// qmm_affine_repack.cu: affine [K, N]: W transposed into a per-stream [N, K] copy (or the one
+// quanta::prepack made), then the [N, K] kernel the selector picks.
 std::string qmm_affine_repack_supports(const Problem& p);
-std::string qmm_affine_repack_ahead_supports(const Problem& p);  // M = 6..8 ahead of qvm_affine
+std::string qmm_affine_repack_ahead_supports(const Problem& p);   // M = 6..8 ahead of qvm_affine
+std::string qmm_affine_repack_packed_supports(const Problem& p);  // a device pack: every M
+std::shared_ptr<const DevicePack> make_kn_device_pack(const QuantizedMatrix& w, const Context& ctx);
 void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                        MatrixView y, const Context& ctx);
 

@@ -14,12 +14,18 @@
 // contiguous bytes of an [N, K] row. 3, 5 and 6 bits (codes across words) take a byte tile: one
 // code per byte, 128 x 128 codes, each word of the [N, K] rows gathered from the bytes it covers.
 // Scales and biases: transpose_pair.
+//
+// quanta::prepack of a [K, N] device matrix makes the same copy once, in buffers of its own
+// (DevicePack::transposed); the packed entry then runs the [N, K] kernels on it at every M with
+// no per-call copy.
 #include <algorithm>
 #include <cstdint>
 
 #include "cuda/affine_simt.cuh"  // code_u32
+#include "cuda/backend.hpp"
 #include "cuda/checks.hpp"
 #include "cuda/common.cuh"
+#include "cuda/device_pack.hpp"
 #include "cuda/families.hpp"
 #include "cuda/runtime.cuh"
 #include "cuda/transpose.cuh"
@@ -196,27 +202,23 @@ std::string qmm_affine_repack_ahead_supports(const Problem& p) {
   return {};
 }
 
-void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
-                       const Context& ctx) {
-  constexpr std::string_view kName = "qmm_affine_repack", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
-  const std::size_t sd = dtype_size(w.scale_dtype);
-  if (!alignment_ok(w.codes, 4, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, sd, ctx, kName, kOp, "w.scales") ||
-      !alignment_ok(w.biases, sd, ctx, kName, kOp, "w.biases"))
-    return matmul_generic(x, w, nullptr, y, ctx);
-  const Footprint fp = w.footprint();
-  const std::size_t codes = round_up_256(fp.code_bytes), scales = round_up_256(fp.scale_bytes);
-  const cudaStream_t stream = stream_of(ctx);
-  auto* buf =
-      static_cast<std::byte*>(stream_scratch(stream, Scratch::kn_repack, codes + 2 * scales));
-  QuantizedMatrix t = w;
-  t.layout = Layout::nk;
-  t.codes = buf;
-  t.scales = buf + codes;
-  t.biases = buf + codes + scales;
-  t.keepalive = nullptr;
+std::string qmm_affine_repack_packed_supports(const Problem& p) {
+  if (std::string why = qmm_affine_repack_supports(p); !why.empty()) return why;
+  if (!p.device_packed) return "needs a device pack from quanta::prepack (the [N, K] copy)";
+  return {};
+}
 
+namespace {
+
+// A [K, N] matrix whose pack serves it: the [N, K] copy made by quanta::prepack, or null.
+const QuantizedMatrix* packed_transpose(const QuantizedMatrix& w) {
+  const DevicePack* p = w.device_pack.get();
+  return p != nullptr && p->transposed && p->serves(w) ? &*p->transposed : nullptr;
+}
+
+// t = w's [N, K] copy, in t's buffers (codes, scales, biases of w's sizes), on `stream`.
+void transpose_to_nk(const QuantizedMatrix& w, const QuantizedMatrix& t, cudaStream_t stream) {
+  const Footprint fp = w.footprint();
   RepackArgs a{};
   a.codes_kn = reinterpret_cast<const uint8_t*>(w.codes);
   a.codes_nk = reinterpret_cast<uint8_t*>(t.codes);
@@ -242,14 +244,88 @@ void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_
   });
   // MLX stores the [K, N] side arrays [K/G, N]; the [N, K] kernels read [N, K/G].
   const int64_t groups = w.k / w.format.group_size;
-  if (sd == 4)
+  if (dtype_size(w.scale_dtype) == 4)
     transpose_pair<uint32_t>(w.scales, w.biases, t.scales, t.biases, groups, w.n, stream);
   else
     transpose_pair<uint16_t>(w.scales, w.biases, t.scales, t.biases, groups, w.n, stream);
+}
 
+// w's [N, K] layout over `buf` (codes, then scales, then biases, each 256-byte aligned).
+QuantizedMatrix nk_view(const QuantizedMatrix& w, std::byte* buf) {
+  const Footprint fp = w.footprint();
+  const std::size_t codes = round_up_256(fp.code_bytes), scales = round_up_256(fp.scale_bytes);
+  QuantizedMatrix t = w;
+  t.layout = Layout::nk;
+  t.codes = buf;
+  t.scales = buf + codes;
+  t.biases = buf + codes + scales;
+  t.keepalive = nullptr;
+  t.host_pack = nullptr;
+  t.device_pack = nullptr;
+  return t;
+}
+
+std::size_t nk_copy_bytes(const QuantizedMatrix& w) {
+  const Footprint fp = w.footprint();
+  return round_up_256(fp.code_bytes) + 2 * round_up_256(fp.scale_bytes);
+}
+
+bool side_arrays_aligned(const QuantizedMatrix& w) {
+  const std::size_t sd = dtype_size(w.scale_dtype);
+  return is_aligned(w.codes, 4) && is_aligned(w.scales, sd) && is_aligned(w.biases, sd);
+}
+
+}  // namespace
+
+void qmm_affine_repack(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
+                       const Context& ctx) {
+  constexpr std::string_view kName = "qmm_affine_repack", kOp = "matmul";
+  require_device_operands(x, w, nullptr, y, kOp);
   Context inner = ctx;
   inner.kernel = "auto";
+  if (const QuantizedMatrix* t = packed_transpose(w)) {
+    select_kernel(matmul_problem(Op::matmul, x, *t), "auto").matmul(x, *t, nullptr, y, inner);
+    return;
+  }
+  const std::size_t sd = dtype_size(w.scale_dtype);
+  if (!alignment_ok(w.codes, 4, ctx, kName, kOp, "w.codes") ||
+      !alignment_ok(w.scales, sd, ctx, kName, kOp, "w.scales") ||
+      !alignment_ok(w.biases, sd, ctx, kName, kOp, "w.biases"))
+    return matmul_generic(x, w, nullptr, y, ctx);
+  const cudaStream_t stream = stream_of(ctx);
+  const QuantizedMatrix t = nk_view(
+      w, static_cast<std::byte*>(stream_scratch(stream, Scratch::kn_repack, nk_copy_bytes(w))));
+  transpose_to_nk(w, t, stream);
   select_kernel(matmul_problem(Op::matmul, x, t), "auto").matmul(x, t, nullptr, y, inner);
+}
+
+// quanta::prepack of a [K, N] device matrix: its [N, K] copy in buffers of its own (itself
+// prepacked for the [N, K] large-M kernel where that applies), made on ctx's stream and waited
+// for; null where qmm_affine_repack does not take w.
+std::shared_ptr<const DevicePack> make_kn_device_pack(const QuantizedMatrix& w,
+                                                      const Context& ctx) {
+  const ConstMatrixView one_row{nullptr, w.scale_dtype, 1, w.k, Location::device};
+  if (!qmm_affine_repack_supports(matmul_problem(Op::matmul, one_row, w)).empty() ||
+      !side_arrays_aligned(w))
+    return nullptr;
+  const cudaStream_t stream = stream_of(ctx);
+  auto buf = std::make_shared<DeviceBuffer>(nk_copy_bytes(w));
+  QuantizedMatrix t = nk_view(w, buf->as<std::byte>());
+  t.keepalive = buf;
+  transpose_to_nk(w, t, stream);
+  t.device_pack = make_device_pack(t, ctx);  // waits for the stream
+  if (!t.device_pack) QUANTA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  auto pack = std::make_shared<DevicePack>();
+  pack->codes_src = w.codes;
+  pack->scales_src = w.scales;
+  pack->biases_src = w.biases;
+  pack->format = w.format;
+  pack->layout = Layout::kn;
+  pack->scale_dtype = w.scale_dtype;
+  pack->n = w.n;
+  pack->k = w.k;
+  pack->transposed = std::move(t);
+  return pack;
 }
 
 }  // namespace quanta::cuda

@@ -163,10 +163,11 @@ void qmm_affine_wgmma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t
 
 // quanta::prepack of a device matrix: 2-, 4- and 8-bit affine weights that qmm_affine_wgmma serves,
 // codes reordered for its tiles and scales and biases transposed to [K/G, N], made on ctx's stream
-// and waited for.
+// and waited for; a [K, N] matrix gets its [N, K] copy instead.
 std::shared_ptr<const DevicePack> make_device_pack(const QuantizedMatrix& w, const Context& ctx) {
   constexpr std::string_view op = "prepack";
   require_device_weights(w, op);
+  if (w.layout == Layout::kn) return make_kn_device_pack(w, ctx);  // qmm_affine_repack.cu
   Problem p;
   p.format = w.format;
   p.layout = w.layout;

@@ -249,6 +249,34 @@ TEST_P(CudaAffine, RepackedKnRunsTheNkKernels) {
     }
 }
 
+// quanta::prepack of a [K, N] device matrix: its [N, K] copy made once (N = 256: with the copy's
+// own wgmma pack where the width has one; N = 160: without), read by the [N, K] kernels at every
+// M after the original buffers are overwritten (only the copy gives the right product); the pack
+// carried over to another matrix is not used.
+TEST_P(CudaAffine, KnDevicePack) {
+  const auto [bits, group] = GetParam();
+  const Format f = Format::affine(bits, group);
+  for (DType t : kAllDTypes)
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{256, 640}, {160, 3 * group}}) {
+      const QuantizedMatrix hw = host_weights(f, t, n, k, Layout::kn, 51);
+      const QuantizedMatrix w = to_device(hw);
+      const QuantizedMatrix p = prepack(w);
+      ASSERT_TRUE(p.device_pack) << gpu_test::describe(hw, t, 1);
+      EXPECT_EQ(p.codes, w.codes);  // the original buffers are shared
+      run_check(hw, p, t, 9, "qmm_affine_repack", 52);
+      const Footprint fp = w.footprint();
+      QUANTA_CUDA_CHECK(cudaMemset(w.codes, 0x5A, fp.code_bytes));
+      QUANTA_CUDA_CHECK(cudaMemset(w.scales, 0x11, fp.scale_bytes));
+      QUANTA_CUDA_CHECK(cudaMemset(w.biases, 0x22, fp.bias_bytes));
+      for (int64_t m : {1, 2, 3, 8, 16, 33, 64, 257})
+        run_check(hw, p, t, m, "auto", static_cast<uint32_t>(53 + m));
+      const QuantizedMatrix hw2 = host_weights(f, t, n, k, Layout::kn, 54);
+      QuantizedMatrix w2 = to_device(hw2);
+      w2.device_pack = p.device_pack;  // made from other buffers: must not be read
+      for (int64_t m : {1, 9}) run_check(hw2, w2, t, m, "auto", 55);
+    }
+}
+
 // CUTLASS's mixed-input wgmma GEMM (sm_90a): every token tile (M picks 64, 128 or 256 wide; 192
 // forced), ragged M, N not a multiple of the 128-row tile, K in one stage and in many (stream-K
 // splits K when the tiles are fewer than the SMs, so partial tiles are reduced across CTAs).
