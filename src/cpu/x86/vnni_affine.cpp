@@ -465,8 +465,10 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
         const __m512 v = plane_dot<BITS>(c0, c1, xv);
-        acc[r][m] =
-            _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m])), v, acc[r][m]);
+        // Groups of 128: one scale a step, broadcast from memory (no lane permute).
+        const __m512 sv = G == 128 ? _mm512_set1_ps(sc[r][m][s])
+                                   : _mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m]));
+        acc[r][m] = _mm512_fmadd_ps(sv, v, acc[r][m]);
       };
       if constexpr (M == 1) {
         __m512i xv[6];
