@@ -9,6 +9,7 @@
 //                    [--formats affine-4b-g64,q4_0,...|all] [--gemm] [--gemm-n 4096]
 //                    [--gemm-k 14336] [--ms 1,2,4,...] [--no-gemv] [--roof-mb 512]
 //                    [--layout nk|kn] [--kernel NAME (default auto)] [--hot] [--prepack]
+//                    [--bf16-x]
 //
 // --hot times back-to-back calls with no roof read between them: for a matrix that fits the
 // caches, the kernel's compute rate rather than its DRAM rate (the roof column is then the last
@@ -16,6 +17,7 @@
 // --prepack adds a row per format that quanta::prepack packs ("<format> packed"), the same
 // weights run from the pack, right after the unpacked row; with --gemm, the M sweep runs the
 // packed matrix instead.
+// --bf16-x runs the GEMV with x and y in bf16 (x rounded from the same f32 values).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -56,6 +58,7 @@ struct Options {
   Layout layout = Layout::nk;
   bool hot = false;      // no roof read between the GEMV calls
   bool prepack = false;  // also time the prepacked matrix
+  bool bf16_x = false;   // GEMV x and y in bf16
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -85,8 +88,10 @@ double median_seconds(const std::function<void()>& fn, int reps) {
 
 // A matrix in format f with random codes and moderate valid scales (speed does not depend on
 // the values; building it this way takes a moment instead of quantizing 10^8 weights).
-QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layout) {
-  QuantizedMatrix w = QuantizedMatrix::allocate_host(f, n, k, DType::f32, layout);
+// Affine scales and biases in sd (f32, or bf16 for bf16 activations).
+QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layout,
+                              DType sd = DType::f32) {
+  QuantizedMatrix w = QuantizedMatrix::allocate_host(f, n, k, sd, layout);
   const Footprint fp = w.footprint();
   auto* codes = reinterpret_cast<uint8_t*>(w.codes);
   cpu::parallel_for(64, cpu::resolve_threads(0), [&](int64_t part, int) {
@@ -105,8 +110,17 @@ QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layo
     case Family::affine:
       for (std::size_t i = 0; i < fp.scale_count; ++i) {
         const float s = 0.01f, b = -0.08f;
-        std::memcpy(scales + 4 * i, &s, 4);
-        std::memcpy(reinterpret_cast<uint8_t*>(w.biases) + 4 * i, &b, 4);
+        if (sd == DType::bf16) {  // the top halves of the f32 values (exact enough here)
+          uint32_t su, bu;
+          std::memcpy(&su, &s, 4);
+          std::memcpy(&bu, &b, 4);
+          const auto s16 = static_cast<uint16_t>(su >> 16), b16 = static_cast<uint16_t>(bu >> 16);
+          std::memcpy(scales + 2 * i, &s16, 2);
+          std::memcpy(reinterpret_cast<uint8_t*>(w.biases) + 2 * i, &b16, 2);
+        } else {
+          std::memcpy(scales + 4 * i, &s, 4);
+          std::memcpy(reinterpret_cast<uint8_t*>(w.biases) + 4 * i, &b, 4);
+        }
       }
       break;
     case Family::microscaled:
@@ -180,6 +194,17 @@ int run(const Options& o) {
     const int64_t N = o.n, K = o.k;
     std::vector<float> x = random_floats(static_cast<std::size_t>(K), 1),
                        y(static_cast<std::size_t>(N));
+    // --bf16-x: x as bf16 (rounded to nearest even), y as bf16; else both f32.
+    std::vector<uint16_t> xb(static_cast<std::size_t>(K)), yb(static_cast<std::size_t>(N));
+    for (std::size_t i = 0; i < xb.size(); ++i) {
+      uint32_t u;
+      std::memcpy(&u, &x[i], 4);
+      xb[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    }
+    const ConstMatrixView xv = o.bf16_x ? ConstMatrixView{xb.data(), DType::bf16, 1, K}
+                                        : ConstMatrixView{x.data(), DType::f32, 1, K};
+    const MatrixView yv = o.bf16_x ? MatrixView{yb.data(), DType::bf16, 1, N}
+                                   : MatrixView{y.data(), DType::f32, 1, N};
     double blas_s = 0;
 #if defined(QUANTA_PROBE_OPENBLAS)
     {
@@ -208,7 +233,8 @@ int run(const Options& o) {
       }
       for (const Format& f : fs) {
         if (o.layout == Layout::kn && !f.info().kn_layout) continue;
-        const QuantizedMatrix plain = random_matrix(f, N, K, o.layout);
+        const QuantizedMatrix plain =
+            random_matrix(f, N, K, o.layout, o.bf16_x ? DType::bf16 : DType::f32);
         std::vector<std::pair<std::string, QuantizedMatrix>> runs;
         runs.emplace_back(f.name(), plain);
         if (o.prepack)
@@ -221,7 +247,7 @@ int run(const Options& o) {
           double rg = 0;
           for (int r = -2; r < o.reps; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            matmul({x.data(), DType::f32, 1, K}, w, {y.data(), DType::f32, 1, N}, ctx);
+            matmul(xv, w, yv, ctx);
             const double s1 =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (!o.hot || r == -2) rg = read_roof(o.roof_mb << 20, threads, 1, roof_buf).median_gbs;
@@ -324,6 +350,8 @@ int main(int argc, char** argv) {
       o.hot = true;
     else if (a == "--prepack")
       o.prepack = true;
+    else if (a == "--bf16-x")
+      o.bf16_x = true;
     else if (a == "--no-gemv")
       o.gemv = false;
     else if (a == "--gemm-n")

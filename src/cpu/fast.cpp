@@ -417,7 +417,8 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
   }
   const HostPack* pack = pack_of(w);
   if (ids == nullptr) {
-    const PlannedMatrix pm = make_plan(w.expert(0), pack, 0);
+    PlannedMatrix pm = make_plan(w.expert(0), pack, 0);
+    pm.plan.x_bf16 = x.dtype == DType::bf16;
     run(kr, path, pm.plan, X, M, Y, threads);
   } else {
     // Rows grouped by expert: each expert's weights stream once for all of its rows.
@@ -431,7 +432,8 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(xe.get() + i * K, X + r[static_cast<std::size_t>(i)] * K,
                     static_cast<std::size_t>(K) * sizeof(float));
-      const PlannedMatrix pm = make_plan(w.expert(e), pack, e);
+      PlannedMatrix pm = make_plan(w.expert(e), pack, e);
+      pm.plan.x_bf16 = x.dtype == DType::bf16;
       run(kr, path, pm.plan, xe.get(), me, ye.get(), threads);
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(Y + r[static_cast<std::size_t>(i)] * N, ye.get() + i * N,

@@ -192,9 +192,15 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
 // as p0·2^14 + p1·2^7 + p2, as f32 (one chain: 1.02-1.08x over three sums and two adds on Zen 4,
 // docs/perf-cpu.md). In int32 for codes up to 63 (|.| <= 8·63·127·2^14 < 2^30:
 // exact); 8-bit codes (8·255·127·2^14 would pass 2^31) take the last combine in f32.
-template <int BITS = 4>
+template <int BITS = 4, int P = 3>
 inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
-  if constexpr (BITS == 8) {
+  if constexpr (P == 2) {
+    // Planes 0 and 1 only: p0·2^7 + p1, |.| <= 8·255·128·2^7 + 8·255·128 < 2^31 for any width.
+    const __m512i a =
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[0]), c1, xv[1]);
+    return _mm512_cvtepi32_ps(
+        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a, 7), c0, xv[2]), c1, xv[3]));
+  } else if constexpr (BITS == 8) {
     __m512i a[3];
     for (int p = 0; p < 3; ++p)
       a[p] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, xv[2 * p]), c1,
@@ -379,11 +385,13 @@ alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
 // One tile of the pack (four rows of W, layout in cpu/pack.hpp) times M rows of x, into
 // out[m][r]. Per chunk: each row's scales times x's per-group 2^e go to a stack buffer, and its
 // biases times the group sums of x join the accumulators' lanes at once (they are summed in the
-// end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x, one FMA with
-// the step's group scales. The next tile's same chunk is prefetched a line at a time, spread
-// over the chunk's steps: one stream per thread, in address order. kBias != 0: the pack stores
-// no biases and the bias is kBias times the scale (fp4 -12, GGUF q4_0 -8, q5_0 -16).
-template <int BITS, int G, int M, bool kE2M1, bool kE4M3 = false, int kBias = kE2M1 ? -12 : 0>
+// end anyway). Per step, as affine_pass: 6 dot products per row of W and row of x (P = 2, x from
+// bf16: 4, the scales times 2^7 more), one FMA with the step's group scales. The next tile's same
+// chunk is prefetched a line at a time, spread over the chunk's steps: one stream per thread, in
+// address order. kBias != 0: the pack stores no biases and the bias is kBias times the scale (fp4
+// -12, GGUF q4_0 -8, q5_0 -16).
+template <int BITS, int G, int M, int P, bool kE2M1, bool kE4M3 = false,
+          int kBias = kE2M1 ? -12 : 0>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const MultiPlanes& mp,
                  float (&out)[M][kRows]) {
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
@@ -441,7 +449,9 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       const __m512 b = kBias != 0 ? _mm512_mul_ps(s, _mm512_set1_ps(static_cast<float>(kBias)))
                                   : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
-        _mm512_store_ps(sc[r][m], _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0)));
+        const __m512 p2 = _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0);
+        _mm512_store_ps(sc[r][m],
+                        _mm512_mul_ps(s, P == 2 ? _mm512_mul_ps(p2, _mm512_set1_ps(128.0f)) : p2));
         acc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0), acc[r][m]);
       }
     }
@@ -461,10 +471,10 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       };
       auto planes = [&](int m, __m512i(&xv)[6]) {
         const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
-        for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+        for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = plane_dot<BITS>(c0, c1, xv);
+        const __m512 v = plane_dot<BITS, P>(c0, c1, xv);
         // Groups of 128: one scale a step, broadcast from memory (no lane permute).
         const __m512 sv = G == 128 ? _mm512_set1_ps(sc[r][m][s])
                                    : _mm512_permutexvar_ps(idx, _mm512_load_ps(sc[r][m]));
@@ -503,7 +513,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     for (int m = 0; m < M; ++m) out[m][r] = _mm512_reduce_add_ps(acc[r][m]) * global;
 }
 
-template <int BITS, int G, int M, bool kE2M1 = false, bool kE4M3 = false,
+template <int BITS, int G, int M, int P, bool kE2M1 = false, bool kE4M3 = false,
           int kBias = kE2M1 ? -12 : 0>
 void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
@@ -511,8 +521,8 @@ void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<BITS, G, M, kE2M1, kE4M3, kBias>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
-                                                 mp, out);
+    packed_tile<BITS, G, M, P, kE2M1, kE4M3, kBias>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
+                                                    mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
       if (n < n0 || n >= n1) continue;
@@ -736,7 +746,10 @@ void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0,
                          float* y, int64_t ldy) {
   auto rows = [&] < int BITS, int G, bool kE2M1, bool kE4M3, int kBias = kE2M1 ? -12 : 0 > () {
     with_rows(mp.m, [&]<int M>() {
-      packed_rows<BITS, G, M, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
+      if (w.x_bf16)
+        packed_rows<BITS, G, M, 2, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
+      else
+        packed_rows<BITS, G, M, 3, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
     });
   };
   if (w.pack_e4m3) return rows.template operator()<4, 16, true, true>();   // nvfp4
