@@ -255,7 +255,7 @@ const uint8_t* next_run(const WeightPlan& w, const int64_t* next) {
 // block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7 + c2 in int32
 // (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times that row of x's
 // 2^e for the block).
-template <int BITS, int G, int R, int M>
+template <int BITS, int G, int R, int M, int P>
 void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr int64_t kGroupBytes = G * BITS / 8, kBlockBytes = kBlock * BITS / 8;
@@ -284,8 +284,10 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         const __m512 s = load_sd(sp + i * sz, w.scale_dtype, c);
         const __m512 b = load_sd(bp + i * sz, w.scale_dtype, c);
         for (int m = 0; m < M; ++m) {
-          _mm512_store_ps(sc[r][m] + i,
-                          _mm512_mul_ps(s, _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i)));
+          const __m512 p2 = _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i);
+          _mm512_store_ps(
+              sc[r][m] + i,
+              _mm512_mul_ps(s, P == 2 ? _mm512_mul_ps(p2, _mm512_set1_ps(128.0f)) : p2));
           bacc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0 + i), bacc[r][m]);
         }
       }
@@ -305,7 +307,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       const int64_t off = off0 + c * kBlockBytes;
       auto planes = [&](int m, __m512i(&xv)[6]) {
         const uint8_t* xb = mp.planes[m] + pb0 + c * kPlaneBytes;
-        for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+        for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
       };
       auto codes = [&](int r, __m512i& c0, __m512i& c1) {
         const uint8_t* pf = seq ? seq + R * off + r * kBlockBytes : np[r] + off;
@@ -313,7 +315,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         load_codes<BITS>(rp[r] + off, c0, c1);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = plane_dot(c0, c1, xv);
+        const __m512 v = plane_dot<4, P>(c0, c1, xv);
         const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][m][c])
                                   : _mm512_permutexvar_ps(
                                         lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
@@ -367,11 +369,11 @@ void row_passes(const WeightPlan& w, int64_t n0, int64_t n1, float* y, Pass&& pa
   for (; n < n1; ++n) pass.template operator()<1>(&n, &n, y + n);
 }
 
-template <int BITS, int G, int M>
+template <int BITS, int G, int M, int P>
 void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
-    affine_pass<BITS, G, R, M>(w, rows, next, mp, out, ldy);
+    affine_pass<BITS, G, R, M, P>(w, rows, next, mp, out, ldy);
   });
 }
 
@@ -572,7 +574,7 @@ alignas(64) constexpr L kLegacy{};
 // block's int32 dot products belongs to GGUF block t / 4, so its d is widened straight into lane
 // t. Without a min the bias kOff·d·Σx joins the dot product before the scale, one FMA per row:
 // d·(2^e·v + kOff·Σx), kOff·Σx (made once per vector, shared by the R rows) in lanes 0, 4, 8, 12.
-template <class L, int R, int M>
+template <class L, int R, int M, int P>
 void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr const L& k = kLegacy<L>;
@@ -622,8 +624,8 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     for (int m = 0; m < M; ++m) {
       const uint8_t* xb = mp.planes[m] + c * kPlaneBytes;
       __m512i xv[6];
-      for (int i = 0; i < 6; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
-      const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c]);
+      for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+      const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c] * (P == 2 ? 128.0f : 1.0f));
       const __m512 xs = _mm512_maskz_loadu_ps(0x000F, mp.xs[m] + 4 * c);
       __m512 corr = _mm512_setzero_ps();
       if constexpr (!L::kMin)
@@ -631,7 +633,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0x1111, spread, xs), _mm512_set1_ps(L::kOff));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512 v = plane_dot(c0[r], c1[r], xv);
+        const __m512 v = plane_dot<4, P>(c0[r], c1[r], xv);
         if constexpr (L::kMin) {
           acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_mul_ps(v, p2), acc[r][m]);
           bacc[r][m] = _mm512_fmadd_ps(mv[r], xs, bacc[r][m]);
@@ -646,11 +648,11 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]) + _mm512_reduce_add_ps(bacc[r][m]);
 }
 
-template <class L, int M>
+template <class L, int M, int P>
 void legacy_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
-    legacy_pass<L, R, M>(w, rows, next, mp, out, ldy);
+    legacy_pass<L, R, M, P>(w, rows, next, mp, out, ldy);
   });
 }
 
@@ -712,7 +714,12 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
                        int64_t ldy) {
   if (w.scheme != Scheme::affine) {
     auto legacy = [&]<class L>() {
-      with_rows(mp.m, [&]<int M>() { legacy_rows<L, M>(w, mp, n0, n1, y, ldy); });
+      with_rows(mp.m, [&]<int M>() {
+        if (w.x_bf16)
+          legacy_rows<L, M, 2>(w, mp, n0, n1, y, ldy);
+        else
+          legacy_rows<L, M, 3>(w, mp, n0, n1, y, ldy);
+      });
     };
     switch (w.scheme) {
       case Scheme::q4_0:
@@ -725,21 +732,25 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
         return legacy.template operator()<LegacyQ5_1>();
     }
   }
-  auto by_group = [&]<int BITS>() {
+  auto by_group = [&]<int BITS, int P>() {
     with_rows(mp.m, [&]<int M>() {
       switch (w.group) {
         case 32:
-          return affine_rows<BITS, 32, M>(w, mp, n0, n1, y, ldy);
+          return affine_rows<BITS, 32, M, P>(w, mp, n0, n1, y, ldy);
         case 64:
-          return affine_rows<BITS, 64, M>(w, mp, n0, n1, y, ldy);
+          return affine_rows<BITS, 64, M, P>(w, mp, n0, n1, y, ldy);
         default:
-          return affine_rows<BITS, 128, M>(w, mp, n0, n1, y, ldy);
+          return affine_rows<BITS, 128, M, P>(w, mp, n0, n1, y, ldy);
       }
     });
   };
-  if (w.bits == 2) return by_group.template operator()<2>();
-  if (w.bits == 3) return by_group.template operator()<3>();
-  by_group.template operator()<4>();
+  auto by_bits = [&]<int P>() {
+    if (w.bits == 2) return by_group.template operator()<2, P>();
+    if (w.bits == 3) return by_group.template operator()<3, P>();
+    by_group.template operator()<4, P>();
+  };
+  if (w.x_bf16) return by_bits.template operator()<2>();
+  by_bits.template operator()<3>();
 }
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
