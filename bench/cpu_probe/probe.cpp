@@ -31,6 +31,7 @@
 
 #include "cpu/isa.hpp"
 #include "cpu/pool.hpp"
+#include "format/dense.hpp"
 #include "quanta/numeric.hpp"
 #include "quanta/ops.hpp"
 #include "roof.hpp"
@@ -109,18 +110,8 @@ QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layo
   switch (info.family) {
     case Family::affine:
       for (std::size_t i = 0; i < fp.scale_count; ++i) {
-        const float s = 0.01f, b = -0.08f;
-        if (sd == DType::bf16) {  // the top halves of the f32 values (exact enough here)
-          uint32_t su, bu;
-          std::memcpy(&su, &s, 4);
-          std::memcpy(&bu, &b, 4);
-          const auto s16 = static_cast<uint16_t>(su >> 16), b16 = static_cast<uint16_t>(bu >> 16);
-          std::memcpy(scales + 2 * i, &s16, 2);
-          std::memcpy(reinterpret_cast<uint8_t*>(w.biases) + 2 * i, &b16, 2);
-        } else {
-          std::memcpy(scales + 4 * i, &s, 4);
-          std::memcpy(reinterpret_cast<uint8_t*>(w.biases) + 4 * i, &b, 4);
-        }
+        dense::store(w.scales, sd, i, 0.01f);
+        dense::store(w.biases, sd, i, -0.08f);
       }
       break;
     case Family::microscaled:
@@ -196,11 +187,7 @@ int run(const Options& o) {
                        y(static_cast<std::size_t>(N));
     // --bf16-x: x as bf16 (rounded to nearest even), y as bf16; else both f32.
     std::vector<uint16_t> xb(static_cast<std::size_t>(K)), yb(static_cast<std::size_t>(N));
-    for (std::size_t i = 0; i < xb.size(); ++i) {
-      uint32_t u;
-      std::memcpy(&u, &x[i], 4);
-      xb[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
+    for (std::size_t i = 0; i < xb.size(); ++i) dense::store(xb.data(), DType::bf16, i, x[i]);
     const ConstMatrixView xv = o.bf16_x ? ConstMatrixView{xb.data(), DType::bf16, 1, K}
                                         : ConstMatrixView{x.data(), DType::f32, 1, K};
     const MatrixView yv = o.bf16_x ? MatrixView{yb.data(), DType::bf16, 1, N}

@@ -157,7 +157,7 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
                        f.name());
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
-  if (!vnni_active()) return "this CPU level has no VNNI kernel (needs AVX512-VNNI and VBMI)";
+  if (!vnni_active()) return "this CPU level has no VNNI kernel (needs AVX512-VNNI, VBMI and GFNI)";
   if (f.scheme == Scheme::mxfp4) {
     // The packed kernel's bias, -12 · 2^(E - 128), overflows f32 from E = 253.
     const auto* sc = reinterpret_cast<const uint8_t*>(w.scales);

@@ -192,6 +192,20 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
 // as p0·2^14 + p1·2^7 + p2, as f32 (one chain: 1.02-1.08x over three sums and two adds on Zen 4,
 // docs/perf-cpu.md). In int32 for codes up to 63 (|.| <= 8·63·127·2^14 < 2^30:
 // exact); 8-bit codes (8·255·127·2^14 would pass 2^31) take the last combine in f32.
+// With P = 2 planes (x from bf16, WeightPlan::x_bf16) plane_dot's sum is p0·2^7 + p1, 2^7 less
+// than the three-plane one: the scales that take x's per-group 2^e take kPlaneUnit<P> with it.
+template <int P>
+inline constexpr float kPlaneUnit = P == 2 ? 128.0f : 1.0f;
+
+// fn.template operator()<P>() with x's plane count: 2 for bf16 x, else 3.
+template <class Fn>
+void with_planes(const WeightPlan& w, Fn&& fn) {
+  if (w.x_bf16)
+    fn.template operator()<2>();
+  else
+    fn.template operator()<3>();
+}
+
 template <int BITS = 4, int P = 3>
 inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
   if constexpr (P == 2) {
@@ -284,10 +298,9 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         const __m512 s = load_sd(sp + i * sz, w.scale_dtype, c);
         const __m512 b = load_sd(bp + i * sz, w.scale_dtype, c);
         for (int m = 0; m < M; ++m) {
-          const __m512 p2 = _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i);
-          _mm512_store_ps(
-              sc[r][m] + i,
-              _mm512_mul_ps(s, P == 2 ? _mm512_mul_ps(p2, _mm512_set1_ps(128.0f)) : p2));
+          const __m512 p2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i),
+                                          _mm512_set1_ps(kPlaneUnit<P>));
+          _mm512_store_ps(sc[r][m] + i, _mm512_mul_ps(s, p2));
           bacc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0 + i), bacc[r][m]);
         }
       }
@@ -451,9 +464,9 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       const __m512 b = kBias != 0 ? _mm512_mul_ps(s, _mm512_set1_ps(static_cast<float>(kBias)))
                                   : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
-        const __m512 p2 = _mm512_maskz_loadu_ps(k, mp.pow2[m] + g0);
-        _mm512_store_ps(sc[r][m],
-                        _mm512_mul_ps(s, P == 2 ? _mm512_mul_ps(p2, _mm512_set1_ps(128.0f)) : p2));
+        const __m512 p2 =
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(k, mp.pow2[m] + g0), _mm512_set1_ps(kPlaneUnit<P>));
+        _mm512_store_ps(sc[r][m], _mm512_mul_ps(s, p2));
         acc[r][m] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, mp.xs[m] + g0), acc[r][m]);
       }
     }
@@ -625,7 +638,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       const uint8_t* xb = mp.planes[m] + c * kPlaneBytes;
       __m512i xv[6];
       for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
-      const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c] * (P == 2 ? 128.0f : 1.0f));
+      const __m512 p2 = _mm512_set1_ps(mp.pow2[m][4 * c] * kPlaneUnit<P>);
       const __m512 xs = _mm512_maskz_loadu_ps(0x000F, mp.xs[m] + 4 * c);
       __m512 corr = _mm512_setzero_ps();
       if constexpr (!L::kMin)
@@ -715,10 +728,7 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
   if (w.scheme != Scheme::affine) {
     auto legacy = [&]<class L>() {
       with_rows(mp.m, [&]<int M>() {
-        if (w.x_bf16)
-          legacy_rows<L, M, 2>(w, mp, n0, n1, y, ldy);
-        else
-          legacy_rows<L, M, 3>(w, mp, n0, n1, y, ldy);
+        with_planes(w, [&]<int P>() { legacy_rows<L, M, P>(w, mp, n0, n1, y, ldy); });
       });
     };
     switch (w.scheme) {
@@ -749,18 +759,16 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
     if (w.bits == 3) return by_group.template operator()<3, P>();
     by_group.template operator()<4, P>();
   };
-  if (w.x_bf16) return by_bits.template operator()<2>();
-  by_bits.template operator()<3>();
+  with_planes(w, by_bits);
 }
 
 void affine_packed_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1,
                          float* y, int64_t ldy) {
   auto rows = [&] < int BITS, int G, bool kE2M1, bool kE4M3, int kBias = kE2M1 ? -12 : 0 > () {
     with_rows(mp.m, [&]<int M>() {
-      if (w.x_bf16)
-        packed_rows<BITS, G, M, 2, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
-      else
-        packed_rows<BITS, G, M, 3, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
+      with_planes(w, [&]<int P>() {
+        packed_rows<BITS, G, M, P, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
+      });
     });
   };
   if (w.pack_e4m3) return rows.template operator()<4, 16, true, true>();   // nvfp4
