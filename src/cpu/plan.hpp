@@ -41,9 +41,9 @@ struct WeightPlan {
   bool int8_x = false;
   // With int8_x: the next pass of rows is prefetched into L2 instead of L1 (far_prefetch_to_l2()).
   bool prefetch_l2 = false;
-  // x arrived as bf16 (8 significant bits): the affine and GGUF q4_0 .. q5_1 VNNI GEMVs take two
-  // of x's three int8 planes, x rounded to 14 bits below each block's largest |x| (the third
-  // plane's dot products skipped; the K-quants keep three).
+  // x arrived as bf16 (8 significant bits): the VNNI GEMVs take two of x's three int8 planes, x
+  // rounded to 14 bits below each block's largest |x| (the third plane's dot products skipped),
+  // and q6_K one of its two int16 planes (15 bits).
   bool x_bf16 = false;
   // The rows as quanta::prepack packed them (cpu/pack.hpp), or null: with int8_x, the affine
   // GEMV at M = 1..4 reads these instead of codes, scales and biases.

@@ -194,18 +194,6 @@ inline void load_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
 // exact); 8-bit codes (8·255·127·2^14 would pass 2^31) take the last combine in f32.
 // With P = 2 planes (x from bf16, WeightPlan::x_bf16) plane_dot's sum is p0·2^7 + p1, 2^7 less
 // than the three-plane one: the scales that take x's per-group 2^e take kPlaneUnit<P> with it.
-template <int P>
-inline constexpr float kPlaneUnit = P == 2 ? 128.0f : 1.0f;
-
-// fn.template operator()<P>() with x's plane count: 2 for bf16 x, else 3.
-template <class Fn>
-void with_planes(const WeightPlan& w, Fn&& fn) {
-  if (w.x_bf16)
-    fn.template operator()<2>();
-  else
-    fn.template operator()<3>();
-}
-
 template <int BITS = 4, int P = 3>
 inline __m512 plane_dot(__m512i c0, __m512i c1, const __m512i (&xv)[6]) {
   if constexpr (P == 2) {

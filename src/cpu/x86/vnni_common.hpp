@@ -45,4 +45,20 @@ bool block_max(const float* x, int64_t blocks, float* big) {
   return true;
 }
 
+// x's int8 planes in use: 3 (21 bits below each block's largest |x|), or 2 (14 bits) when x
+// arrived as bf16 (8 significant bits; WeightPlan::x_bf16). Two planes' sum p0·2^7 + p1 is 2^7
+// less than three planes' p0·2^14 + p1·2^7 + p2: the scales that carry x's 2^e take
+// kPlaneUnit<P> with it.
+template <int P>
+inline constexpr float kPlaneUnit = P == 2 ? 128.0f : 1.0f;
+
+// fn.template operator()<P>() with x's plane count: 2 for bf16 x, else 3.
+template <class Fn>
+void with_planes(const WeightPlan& w, Fn&& fn) {
+  if (w.x_bf16)
+    fn.template operator()<2>();
+  else
+    fn.template operator()<3>();
+}
+
 }  // namespace quanta::cpu::vnni

@@ -18,6 +18,8 @@ constexpr int64_t kBlockElems = 256;
 constexpr int64_t kQ2Bytes = 84, kQ3Bytes = 110, kQ4Bytes = 144, kQ5Bytes = 176, kQ6Bytes = 210;
 constexpr int64_t kPlaneBlock = 1024;  // bytes of planes per block (both layouts)
 constexpr int kInt8Planes = 3;         // x's int8 planes, q2_K-q5_K (256 bytes each)
+// The kernels take P of them (with_planes: 2 for bf16 x). q6_K's two int16 planes (15 bits
+// each) come down to the first alone for bf16 x: 15 bits below the block's largest |x|.
 constexpr int kRows = 4;  // rows per pass: each block's planes are read from L1 four times
 
 // Byte p of code vector j (p = 32h + l: element 128h + 32j + l of the block in q2_K and q6_K)
@@ -80,7 +82,8 @@ void block_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bl
 // each byte's sub-block (byte i of s8 for sub-block i, `sub` the sub-block of every byte),
 // against code vector j's int16 planes (pb[m]: the block's planes of row m; vpmaddubsw pairs
 // bytes, so the even and the odd ones go apart). The products are made once for every row.
-template <int M>
+// With kOne (bf16 x) only plane 0.
+template <int M, bool kOne>
 inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* const* pb, int j,
                   __m512i (&a0)[M], __m512i (&a1)[M]) {
   constexpr __mmask64 kEvenBytes = 0x5555555555555555ull;
@@ -91,6 +94,7 @@ inline void dot16(__m512i q, const uint8_t* sub, __m512i s8, const uint8_t* cons
     const uint8_t* pj = pb[m] + j * 128;
     a0[m] = _mm512_dpwssd_epi32(a0[m], pe, _mm512_load_si512(pj));
     a0[m] = _mm512_dpwssd_epi32(a0[m], po, _mm512_load_si512(pj + 64));
+    if constexpr (kOne) continue;
     a1[m] = _mm512_dpwssd_epi32(a1[m], pe, _mm512_load_si512(pj + 512));
     a1[m] = _mm512_dpwssd_epi32(a1[m], po, _mm512_load_si512(pj + 512 + 64));
   }
@@ -101,18 +105,22 @@ inline __m512 planes16(__m512i a0, __m512i a1) {
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(32768.0f), _mm512_cvtepi32_ps(a1));
 }
 
-// The three int8 planes' sums of a lane as one int32: p0·2^14 + p1·2^7 + p2 (exact while the
-// caller's bound keeps it below 2^31).
-inline __m512i combine_planes(const __m512i (&a)[kInt8Planes]) {
-  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]), 7),
-                          a[2]);
+// The P int8 planes' sums of a lane as one int32: p0·2^14 + p1·2^7 + p2, or p0·2^7 + p1 (exact
+// while the caller's bound keeps it below 2^31).
+template <int P>
+inline __m512i combine_planes(const __m512i (&a)[P]) {
+  const __m512i hi = _mm512_add_epi32(_mm512_slli_epi32(a[0], 7), a[1]);
+  if constexpr (P == 2)
+    return hi;
+  else
+    return _mm512_add_epi32(_mm512_slli_epi32(hi, 7), a[2]);
 }
 
 // q2_K, R rows at a time: the three int8 planes against q · s bytes (vpdpbusd). Per block, byte
 // 4k + q of `prod` is q · s_k (sub-block k's 4-bit scale; 3 · 15 fits a byte, so one dword
 // multiply by 0x03020100 makes all four); a code byte then indexes it as 4 · sub-block + code,
 // the sub-block part a constant per code vector (each 128-bit lane is one sub-block).
-template <int R, int M>
+template <int R, int M, int P>
 void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3);
@@ -124,9 +132,9 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
         const __m512i prod = _mm512_mullo_epi32(_mm512_and_si512(sc32, _mm512_set1_epi32(0xF)),
                                                 _mm512_set1_epi32(0x03020100));
         const __m512i qs = _mm512_loadu_si512(blk + 16);
-        __m512i a[M][kInt8Planes];
+        __m512i a[M][P];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < P; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const __m512i codes = j == 0 ? qs : _mm512_srl_epi16(qs, _mm_cvtsi32_si128(2 * j));
@@ -134,7 +142,7 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               _mm512_ternarylogic_epi32(mask3, codes, _mm512_load_si512(kCtl.sub4[j]), 0xCA);
           const __m512i q = _mm512_permutexvar_epi8(idx, prod);  // q · s, unsigned
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kInt8Planes; ++p)
+            for (int p = 0; p < P; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + j * 64));
         }
@@ -144,9 +152,9 @@ void q2k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                                           _mm512_set1_ps(half_to_float(blk + 82)));
         for (int m = 0; m < M; ++m) {
           __m512 v = _mm512_cvtepi32_ps(a[m][0]);
-          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][1]));
-          v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][2]));
-          acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), v, acc[m]);
+          for (int p = 1; p < P; ++p)
+            v = _mm512_fmadd_ps(v, _mm512_set1_ps(128.0f), _mm512_cvtepi32_ps(a[m][p]));
+          acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b] * kPlaneUnit<P>), v, acc[m]);
           acc[m] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
         }
       });
@@ -186,7 +194,7 @@ alignas(64) constexpr LaneOrder kQ3Order = q3_order();
 // scale in f32; the -4 of every code is the f32 term -4 · d · Σ_j s_j · xs_j. In q2_K's order
 // (four sub-blocks per code vector, so planes combined and lanes scaled per vector) it ran
 // 1.15-1.28x slower from DRAM on Zen 4 (docs/perf-cpu.md).
-template <int R, int M>
+template <int R, int M, int P>
 void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
@@ -209,9 +217,9 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
             _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
         const __m512i src[2] = {_mm512_unpacklo_epi64(qs, qs), _mm512_unpackhi_epi64(qs, qs)};
         const __m512i hsrc[2] = {_mm512_unpacklo_epi64(hm, hm), _mm512_unpackhi_epi64(hm, hm)};
-        __m512i a[M][kInt8Planes];
+        __m512i a[M][P];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < P; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
           const __m512i c = _mm512_and_si512(
@@ -221,15 +229,16 @@ void q3k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
               _mm512_multishift_epi64_epi8(_mm512_load_si512(kQ3Order.high[t % 2]), hsrc[t / 2]);
           const __m512i q = _mm512_ternarylogic_epi32(c, h, four, 0xF8);  // c | (h & 4)
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kInt8Planes; ++p)
+            for (int p = 0; p < P; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
         const __m512 s4 = _mm512_mul_ps(sf, _mm512_set1_ps(4.0f * d));
         for (int m = 0; m < M; ++m) {
           const __m512i v = combine_planes(a[m]);
-          acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
-                                   _mm512_cvtepi32_ps(v), acc[m]);
+          acc[m] =
+              _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b] * kPlaneUnit<P>)),
+                              _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] = _mm512_fnmadd_ps(s4, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
         }
       });
@@ -269,7 +278,7 @@ alignas(64) constexpr LaneOrder kQ45Order = q45_order();
 // per vector) it ran 1.10-1.25x slower on one core from L3 and 1.14-1.38x from DRAM on Zen 4;
 // placing the qs qwords by a two-source qword permute instead of the interleave, 0.85x
 // (docs/perf-cpu.md).
-template <bool kFive, int R, int M>
+template <bool kFive, int R, int M, int P>
 void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
                const MultiPlanes& xr, float* y, int64_t ldy) {
   constexpr int64_t kBytes = kFive ? kQ5Bytes : kQ4Bytes, kQs = kFive ? 48 : 16;
@@ -297,9 +306,9 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
           hsrc[0] = _mm512_unpacklo_epi64(qh, qh);
           hsrc[1] = _mm512_unpackhi_epi64(qh, qh);
         }
-        __m512i a[M][kInt8Planes];
+        __m512i a[M][P];
         for (int m = 0; m < M; ++m)
-          for (int p = 0; p < kInt8Planes; ++p) a[m][p] = _mm512_setzero_si512();
+          for (int p = 0; p < P; ++p) a[m][p] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
           __m512i q = _mm512_and_si512(
@@ -311,7 +320,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
             q = _mm512_ternarylogic_epi32(q, h, bit4, 0xF8);  // q | (h & 16)
           }
           for (int m = 0; m < M; ++m)
-            for (int p = 0; p < kInt8Planes; ++p)
+            for (int p = 0; p < P; ++p)
               a[m][p] =
                   _mm512_dpbusd_epi32(a[m][p], q, _mm512_load_si512(pb[m] + p * 256 + t * 64));
         }
@@ -319,8 +328,9 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
         const __m512 mins = _mm512_mul_ps(sf, _mm512_set1_ps(half_to_float(blk + 2)));
         for (int m = 0; m < M; ++m) {
           const __m512i v = combine_planes(a[m]);
-          acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b])),
-                                   _mm512_cvtepi32_ps(v), acc[m]);
+          acc[m] =
+              _mm512_fmadd_ps(_mm512_mul_ps(sl, _mm512_set1_ps(d * xr.pow2[m][b] * kPlaneUnit<P>)),
+                              _mm512_cvtepi32_ps(v), acc[m]);
           acc[m] =
               _mm512_fnmadd_ps(mins, _mm512_maskz_loadu_ps(0xff00, xr.xs[m] + b * 8 - 8), acc[m]);
         }
@@ -330,7 +340,7 @@ void q45k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blo
 // q6_K: the 6-bit code (low nibble from ql, two high bits from qh) by the signed 8-bit scale,
 // whose products (|q·s| <= 63·128) keep the 16 per lane and block within int32; the -32 of
 // every code is the f32 term -32 · d · Σ_j s_j · xs_j.
-template <int R, int M>
+template <int R, int M, int P>
 void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, bool l2,
               const MultiPlanes& xr, float* y, int64_t ldy) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask6 = _mm512_set1_epi8(0x3F);
@@ -358,14 +368,15 @@ void q6k_rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t bloc
                             : j == 2 ? hb
                                      : _mm512_srli_epi16(hb, 2);
           const __m512i q = _mm512_and_si512(_mm512_ternarylogic_epi32(mask4, lo, h, 0xCA), mask6);
-          dot16<M>(q, kCtl.sub[j], _mm512_castsi128_si512(sc), pb, j, a0, a1);
+          dot16<M, P == 2>(q, kCtl.sub[j], _mm512_castsi128_si512(sc), pb, j, a0, a1);
         }
         const float d = half_to_float(blk + 208);
         const __m512 s32 =
             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * d));
         for (int m = 0; m < M; ++m) {
-          acc[m] =
-              _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b]), planes16(a0[m], a1[m]), acc[m]);
+          const __m512 v = P == 2 ? _mm512_cvtepi32_ps(a0[m]) : planes16(a0[m], a1[m]);
+          acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(d * xr.pow2[m][b] * (P == 2 ? 32768.0f : 1.0f)),
+                                   v, acc[m]);
           acc[m] = _mm512_fnmadd_ps(s32, _mm512_loadu_ps(xr.xs[m] + b * 16), acc[m]);
         }
       });
@@ -517,37 +528,41 @@ void gemv_multi(const WeightPlan& w, const MultiPlanes& xr, int64_t n0, int64_t 
       rows_of.template operator()<1, M>(&rp, &rp, y + n);
     }
   };
-  auto by_scheme = [&]<int M>() {
+  auto by_scheme = [&]<int M, int P>() {
     switch (w.scheme) {
       case Scheme::q2_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q2k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
+              q2k_rows<R, MM, P>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q3_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q3k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
+              q3k_rows<R, MM, P>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q4_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q45k_rows<false, R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
+              q45k_rows<false, R, MM, P>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       case Scheme::q5_K:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q45k_rows<true, R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
+              q45k_rows<true, R, MM, P>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
       default:
         return by_rows.template operator()<M>(
             [&]<int R, int MM>(const uint8_t* const* rp, const uint8_t* const* nx, float* out) {
-              q6k_rows<R, MM>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
+              q6k_rows<R, MM, P>(rp, nx, blocks, w.prefetch_l2, xr, out, ldy);
             });
     }
   };
-  if (xr.m == 1) return by_scheme.template operator()<1>();
-  return by_scheme.template operator()<2>();
+  with_planes(w, [&]<int P>() {
+    if (xr.m == 1)
+      by_scheme.template operator()<1, P>();
+    else
+      by_scheme.template operator()<2, P>();
+  });
 }
 
 }  // namespace quanta::cpu::vnni
