@@ -76,6 +76,16 @@ TEST(CpuIsa, SelectorFollowsTheCap) {
     EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
     p.m = 4;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
+    // M = 5..8: two passes of the fused GEMV where it takes x as integer planes (VNNI), else
+    // the tiled path; 8-bit codes have no such GEMV.
+    const bool planes = i == Isa::avx512 && cpu::vnni_active();
+    p.m = 5;
+    EXPECT_EQ(select_kernel(p, "auto").name, (planes ? "qmv_fused_" : "qmm_tiled_") + isa);
+    p.m = 8;
+    EXPECT_EQ(select_kernel(p, "auto").name, (planes ? "qmv_fused_" : "qmm_tiled_") + isa);
+    p.m = 9;
+    EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
+    p.format = Format::affine(8, 64);
     p.m = 5;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
     p.format = Format::gguf(Scheme::q6_K);  // costly tiles: fused up to M = 8

@@ -183,7 +183,7 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
       if (packed < INT64_MAX) ms.push_back(std::max<int64_t>(packed, 9) + 7);
       for (int64_t m : ms) {
         const test::Dense x = test::random_dense(DType::f32, m, K, 100 + static_cast<uint32_t>(m));
-        if (m <= cpu::fused_max_rows(c.format, c.layout))
+        if (m <= cpu::fused_max_rows(c.format, c.layout, K, isa))
           check(c, w, x, kernel_name("qmv_fused", isa));
         check(c, w, x, kernel_name("qmm_tiled", isa));
       }
@@ -276,9 +276,9 @@ TEST_P(CpuKernels, HalfActivations) {
     const QuantizedMatrix w = make_weights(c, N, K, t, 11);
     for (Isa isa : {cpu::best_isa(), Isa::scalar}) {
       const cpu::ScopedIsa scoped(isa);
-      for (int64_t m : {1, 3, 12}) {
+      for (int64_t m : {1, 3, 6, 12}) {
         const test::Dense x = test::random_dense(t, m, K, 200 + static_cast<uint32_t>(m));
-        const bool fused = m <= cpu::fused_max_rows(c.format, c.layout);
+        const bool fused = m <= cpu::fused_max_rows(c.format, c.layout, K, isa);
         check(c, w, x, kernel_name(fused ? "qmv_fused" : "qmm_tiled", isa));
       }
     }
@@ -305,7 +305,7 @@ TEST(CpuKernelsEdges, TinyAndOddShapes) {
         for (int64_t m : {1, 2, 3, 7}) {
           const test::Dense x = test::random_dense(DType::f32, m, K, 9);
           for (int threads : {1, 8}) {
-            if (m <= cpu::fused_max_rows(c.format, c.layout))
+            if (m <= cpu::fused_max_rows(c.format, c.layout, K, isa))
               check(c, w, x, kernel_name("qmv_fused", isa), threads);
             check(c, w, x, kernel_name("qmm_tiled", isa), threads);
           }
@@ -398,7 +398,7 @@ TEST(CpuKernelsEdges, E4M3NanCodesPropagate) {
       for (int64_t m : {1, 3, 5}) {
         const test::Dense x = test::random_dense(DType::f32, m, K, 6);
         for (std::string_view path : {"qmv_fused", "qmm_tiled"}) {
-          if (m > cpu::fused_max_rows(f, Layout::nk) && path == "qmv_fused") continue;
+          if (m > cpu::fused_max_rows(f, Layout::nk, K, isa) && path == "qmv_fused") continue;
           test::Dense y(DType::f32, m, N);
           Context ctx;
           const std::string name = kernel_name(path, isa);

@@ -20,11 +20,13 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
 //   Path::tiled decodes tiles of W to f32 in cache and reuses them across the M rows.
 enum class Path : uint8_t { gemv, tiled };
 inline constexpr int64_t kGemvMaxRows = 8;
-// The most rows of x the fused path takes for this problem: 1 for W [K, N]; for W [N, K] 4,
-// or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and 8, 4096 x 14336:
-// fused 4.6-5.9 ms, tiled 7.8-9.0 ms; for the other formats the tiled path wins from M = 5;
-// docs/perf-cpu.md).
-int64_t fused_max_rows(const Format& f, Layout layout);
+// The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
+// for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and
+// 8, 4096 x 14336: fused 4.6-5.9 ms, tiled 7.8-9.0 ms), and for the formats whose GEMV takes x
+// as integer planes (affine 2-6 bits, q4_0 .. q5_1, mxfp4, nvfp4; K % 128 == 0) where the VNNI
+// kernels run (two passes 1.2-2.0x the tiled path); the tiled path wins from M = 5 for the rest
+// (docs/perf-cpu.md).
+int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa);
 // M from which the tiled path packs W [N, K] tiles K-major for the outer-product micro-kernel
 // (INT64_MAX: never, as at the scalar level and for W [K, N]). The transpose costs about what
 // the dot form's lane reductions do near M = 32; formats whose decode into a large tile is

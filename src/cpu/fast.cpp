@@ -106,9 +106,10 @@ int workers_for(int threads, int64_t weights) {
 // groups of 32 ran 8-12% slower on them than the float kernel from DRAM on the 2-core Zen 5
 // (its scale and bias streams, a third of the bytes, read worse beside four rows' codes) but
 // 1.2-1.5x faster from L3: there they run only while the matrix fits in L3
-// (docs/perf-cpu.md).
+// (docs/perf-cpu.md). 5- and 6-bit codes take them at any size: their float kernels ran at half
+// the speed on one core (Zen 4, 0.49-0.54 against 0.22-0.27 ms hot).
 bool gemv_int8_pays(const WeightPlan& w) {
-  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr) return true;
+  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr || w.bits >= 5) return true;
   static const int64_t l3 = [] {
     const long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? static_cast<int64_t>(v) : int64_t{8} << 20;
@@ -367,7 +368,7 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 
 }  // namespace
 
-int64_t fused_max_rows(const Format& f, Layout layout) {
+int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa) {
   // [K, N]: two passes of kKnMaxRows rows of x ran M = 5..8 1.3-2.9x faster than the tiled
   // path; at M = 12..16 the two were within this VM's spread (docs/perf-cpu.md).
   if (layout == Layout::kn) return 2 * kKnMaxRows;
@@ -376,6 +377,17 @@ int64_t fused_max_rows(const Format& f, Layout layout) {
     case Scheme::q5_K:
     case Scheme::q6_K:
       return 8;
+    case Scheme::affine:
+    case Scheme::q4_0:
+    case Scheme::q4_1:
+    case Scheme::q5_0:
+    case Scheme::q5_1:
+    case Scheme::mxfp4:
+    case Scheme::nvfp4:
+      // Two passes of the VNNI GEMV (x as integer planes) against the tiled path at M = 5..8:
+      // 1.2-2.0x (Zen 4, 16384 and 4096 x 14336, docs/perf-cpu.md).
+      if (isa == Isa::avx512 && vnni_active() && k % 128 == 0 && f.bits != 8) return 8;
+      return 4;
     default:
       return 4;
   }

@@ -31,10 +31,10 @@ std::string supports_isa(const Problem&) {
 template <Isa kIsa>
 std::string supports_fused(const Problem& p) {
   std::string why = supports_isa<kIsa>(p);
-  if (why.empty() && p.op == Op::matmul && p.m > fused_max_rows(p.format, p.layout))
-    why = fmt::format("M = {} > {} for {} {} (the tiled path is faster)", p.m,
-                      fused_max_rows(p.format, p.layout), p.format.name(),
-                      p.layout == Layout::nk ? "[N, K]" : "[K, N]");
+  if (why.empty() && p.op == Op::matmul)
+    if (const int64_t most = fused_max_rows(p.format, p.layout, p.k, kIsa); p.m > most)
+      why = fmt::format("M = {} > {} for {} {} (the tiled path is faster)", p.m, most,
+                        p.format.name(), p.layout == Layout::nk ? "[N, K]" : "[K, N]");
   return why;
 }
 
@@ -67,7 +67,7 @@ constexpr Path kGemv = Path::gemv, kTiled = Path::tiled;
 // clang-format off
 const KernelEntry kTable[] = {
   // name                      op                  device          M range      supports             matmul              dequantize          why
-  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K and [K, N]): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn); the K-quants at M = 1 on VNNI dot products where the CPU has them; a matrix from quanta::prepack (VNNI CPUs; [K, N] packed as its transpose) on the packed VNNI GEMV"},
+  {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K, [K, N], and on VNNI CPUs the formats taking x as integer planes): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn); the K-quants at M = 1 on VNNI dot products where the CPU has them; a matrix from quanta::prepack (VNNI CPUs; [K, N] packed as its transpose) on the packed VNNI GEMV"},
   {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "larger M: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows; 1.3-2x OpenBLAS sgemm on the dequantized weights"},
   {"gather_qmm_avx512",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "rows grouped by expert, then the fused GEMV or tiled path per expert"},
   {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA2>,   simd<kA2, kGemv>,    nullptr,            "fused GEMV on AVX2 (8 lanes)"},

@@ -35,9 +35,9 @@ struct WeightPlan {
   // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
-  // M = 1 GEMV only, decided once per call (vnni_active()): the K-quants and affine 2/3/4-bit (and
-  // prepacked 5/6/8-bit) take x as integer planes (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the
-  // avx512 level.
+  // GEMV only, decided once per call (vnni_active()): the K-quants, affine 2-6 bits (and
+  // prepacked 8-bit), GGUF q4_0 .. q5_1, mxfp4 and nvfp4 take x as integer planes
+  // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
   bool int8_x = false;
   // With int8_x: the next pass of rows is prefetched into L2 instead of L1 (far_prefetch_to_l2()).
   bool prefetch_l2 = false;

@@ -36,8 +36,8 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, GGUF q4_0 .. q5_1, affine 2-, 3- and 4-bit and prepacked affine 5-8-bit, mxfp4 and
-// nvfp4 (K a multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
+// K-quants, GGUF q4_0 .. q5_1, affine 2- to 6-bit (and 8-bit prepacked), mxfp4 and nvfp4 (K a
+// multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
 // usable (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
 // its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
 // otherwise) and a last entry: 1 if the planes were made, 0 if x could not be split (non-finite or
@@ -48,11 +48,9 @@ inline bool gemv_int8_x(const WeightPlan& w) {
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
             w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
-            (((w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3 || w.bits == 4)) ||
-              gguf32_int8(w.scheme) ||
-              ((w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4 ||
-                (w.scheme == Scheme::affine && w.bits >= 5)) &&
-               w.pack != nullptr)) &&
+            (((w.scheme == Scheme::affine && w.bits != 8) || gguf32_int8(w.scheme) ||
+              w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4 ||
+              (w.scheme == Scheme::affine && w.pack != nullptr)) &&
              w.k % vnni::kAffineBlock == 0));
 #endif
   return false;
@@ -417,9 +415,9 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
   switch (w.scheme) {
     case Scheme::affine:
       return w.group;
-    case Scheme::mxfp4:  // packed: the VNNI kernel's bias terms, -12·scale per group
+    case Scheme::mxfp4:  // on x's planes: the VNNI kernel's bias terms, -12·scale per group
     case Scheme::nvfp4:
-      return w.pack != nullptr ? w.group : 0;
+      return gemv_int8_x(w) || w.pack != nullptr ? w.group : 0;
     case Scheme::q2_K:
     case Scheme::q3_K:
     case Scheme::q6_K:

@@ -1,5 +1,5 @@
-// The affine 2/3/4-bit GEMV on AVX512-VNNI dot products (see vnni_affine.hpp). Built with the
-// avx512 flags plus VNNI, VBMI and GFNI (src/CMakeLists.txt).
+// The affine (2-6 bits), mxfp4, nvfp4 and GGUF q4_0 .. q5_1 GEMV on AVX512-VNNI dot products
+// (see vnni_affine.hpp). Built with the avx512 flags plus VNNI, VBMI and GFNI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_affine.hpp"
 
 #include <cmath>
@@ -110,9 +110,10 @@ void block_digits(const float* xb, uint8_t* pb, int e, const uint8_t (*order)[64
 
 // The codes of one block (128 weights, 16·BITS bytes at p) as the two u8 vectors of Ctl's
 // order. 3-bit: a byte permute puts each 8-code chunk's BITS bytes in a qword, one
-// multishift cuts the 8 codes out at bit offsets 0, BITS, .., 7·BITS, one AND masks them. (5, 6 and
-// 8 bits the same way, with two-source permutes, ran 0-30% slower than the float kernels from DRAM,
-// where those already stream at 85-100% of the roof: not routed, not kept.)
+// multishift cuts the 8 codes out at bit offsets 0, BITS, .., 7·BITS, one AND masks them. 5 and 6
+// bits the same way with two-source permutes (load_stream_codes): on the Zen 5 VM, where the float
+// kernels streamed at 85-100% of a slower roof, they ran 0-30% slower and were not routed; on Zen
+// 4 they run 2.0-2.3x the float kernels hot and now are (docs/perf-cpu.md).
 template <int BITS>
 struct Codes {
   static constexpr int64_t kBytes = 16 * BITS;
@@ -129,6 +130,23 @@ struct Codes {
 };
 template <int BITS>
 alignas(64) constexpr Codes<BITS> kCodes{};
+
+// MLX's 5- and 6-bit codes (a little-endian bit stream: 8 codes in BITS bytes) in Ctl::chunk
+// order, as load_codes<3> but with a two-source byte permute, the block being 80 or 96 bytes: the
+// loads reach 128 - 16·BITS bytes (48 or 32) past it, inside kRowOverread.
+template <int BITS>
+inline void load_stream_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
+  static_assert(BITS == 5 || BITS == 6);
+  constexpr const Codes<BITS>& k = kCodes<BITS>;
+  const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+  const __m512i sh = _mm512_load_si512(k.shift), m = _mm512_set1_epi8((1 << BITS) - 1);
+  c0 = _mm512_and_si512(_mm512_multishift_epi64_epi8(
+                            sh, _mm512_permutex2var_epi8(lo, _mm512_load_si512(k.src[0]), hi)),
+                        m);
+  c1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(
+                            sh, _mm512_permutex2var_epi8(lo, _mm512_load_si512(k.src[1]), hi)),
+                        m);
+}
 
 // The high nibble of every byte, in its low bits (one GF(2) affine: bits 4-7 -> 0-3; a shift
 // and an AND before).
@@ -229,6 +247,61 @@ __m512 load_sd(const uint8_t* p, DType t, int cnt) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
 }
 
+// E2M1 code -> 2·value + 12 (u8, 0..24), in every 16-byte lane for a byte shuffle: mxfp4 as
+// affine with scale 2^(E - 128) and bias -12·scale.
+alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
+    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
+    20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
+    8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
+
+// cnt (<= 16, mask k) group scales from `at` as f32: of dtype sd, or with kE2M1 (codes mapped
+// to 2·value + 12, so the scales halved) mxfp4's E8M0 bytes or (kE4M3) nvfp4's E4M3 bytes.
+template <bool kE2M1, bool kE4M3>
+inline __m512 group_scales(const uint8_t* at, DType sd, int cnt, __mmask16 k) {
+  if constexpr (kE2M1 && !kE4M3) {
+    // mxfp4's E8M0 bytes: 2^(E - 128) is E in f32's exponent field, halved (E = 1: the
+    // subnormal 2^-127); E = 0 (2^-128) and 255 (NaN) set apart.
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
+    const __m512 v =
+        _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(e, 23)), _mm512_set1_ps(0.5f));
+    const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
+    return _mm512_mask_mov_ps(_mm512_mask_mov_ps(v, zero, _mm512_set1_ps(0x1p-128f)), nan,
+                              _mm512_set1_ps(__builtin_nanf("")));
+  } else if constexpr (kE4M3) {
+    // nvfp4's E4M3 bytes, halved: the exponent and mantissa bits moved to f32's (a normal E4M3
+    // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119
+    // (exact); then the sign, and NaN for 0x7F.
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
+    const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+    __m512 v =
+        _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(em, 20)), _mm512_set1_ps(0x1p119f));
+    v = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(v),
+                        _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F));
+    return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
+  } else {
+    return load_sd(at, sd, cnt);
+  }
+}
+
+// One block's codes of one row (p: as stored) as the two u8 vectors of Ctl's order for the
+// width: MLX's 5/6-bit bit stream unpacked (load_stream_codes) or the pack's (load_codes); E2M1
+// codes then as 2·value + 12.
+template <int BITS, bool kE2M1, bool kStream>
+inline void block_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
+  if constexpr (kStream && (BITS == 5 || BITS == 6))
+    load_stream_codes<BITS>(p, c0, c1);
+  else
+    load_codes<BITS>(p, c0, c1);
+  if constexpr (kE2M1) {
+    const __m512i lut = _mm512_load_si512(kE2M1Unsigned);
+    c0 = _mm512_shuffle_epi8(lut, c0);
+    c1 = _mm512_shuffle_epi8(lut, c1);
+  }
+}
+
 // A line of the next pass (rows ahead), into L1 or L2 (WeightPlan::prefetch_l2).
 void prefetch(const uint8_t* p, bool l2) {
   if (l2)
@@ -256,14 +329,16 @@ const uint8_t* next_run(const WeightPlan& w, const int64_t* next) {
 // address order where they are consecutive (next_run), else each at the current offset. Per
 // block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7 + c2 in int32
 // (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times that row of x's
-// 2^e for the block).
-template <int BITS, int G, int R, int M, int P>
+// 2^e for the block). kE2M1: mxfp4 (E8M0 scales) or, with kE4M3, nvfp4 (E4M3 scales, the sums
+// times the global scale), codes as 2·value + 12 and no biases stored: each group's bias is -12
+// times its scale.
+template <int BITS, int G, int R, int M, int P, bool kE2M1 = false, bool kE4M3 = false>
 void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr int64_t kGroupBytes = G * BITS / 8, kBlockBytes = kBlock * BITS / 8;
   constexpr int64_t kGroupsPerVec = kBlock / G;
   const int64_t ng = w.k / G;
-  const int sz = w.scale_dtype == DType::f32 ? 4 : 2;
+  const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const __m512i lane_group = lane_groups<BITS, G>();
   alignas(64) float sc[R][M][kGroupBlock + 16];
   const uint8_t* rp[R];
@@ -279,12 +354,13 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
     for (int r = 0; r < R; ++r) {
       const uint8_t* sp = w.scales + (rows[r] * ng + g0) * sz;
-      const uint8_t* bp = w.biases + (rows[r] * ng + g0) * sz;
+      const uint8_t* bp = kE2M1 ? nullptr : w.biases + (rows[r] * ng + g0) * sz;
       for (int i = 0; i < cnt; i += 16) {
         const int c = cnt - i < 16 ? cnt - i : 16;
         const __mmask16 k = c == 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << c) - 1u);
-        const __m512 s = load_sd(sp + i * sz, w.scale_dtype, c);
-        const __m512 b = load_sd(bp + i * sz, w.scale_dtype, c);
+        const __m512 s = group_scales<kE2M1, kE4M3>(sp + i * sz, w.scale_dtype, c, k);
+        const __m512 b = kE2M1 ? _mm512_mul_ps(s, _mm512_set1_ps(-12.0f))
+                               : load_sd(bp + i * sz, w.scale_dtype, c);
         for (int m = 0; m < M; ++m) {
           const __m512 p2 = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, mp.pow2[m] + g0 + i),
                                           _mm512_set1_ps(kPlaneUnit<P>));
@@ -303,7 +379,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         for (int r = 0; r < R; ++r) {
           const int64_t ahead = (next[r] * ng + g0) * sz + c * 64;
           prefetch(w.scales + ahead, w.prefetch_l2);
-          prefetch(w.biases + ahead, w.prefetch_l2);
+          if constexpr (!kE2M1) prefetch(w.biases + ahead, w.prefetch_l2);
         }
       const int64_t off = off0 + c * kBlockBytes;
       auto planes = [&](int m, __m512i(&xv)[6]) {
@@ -313,10 +389,10 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       auto codes = [&](int r, __m512i& c0, __m512i& c1) {
         const uint8_t* pf = seq ? seq + R * off + r * kBlockBytes : np[r] + off;
         for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(pf + l, w.prefetch_l2);
-        load_codes<BITS>(rp[r] + off, c0, c1);
+        block_codes<BITS, kE2M1, true>(rp[r] + off, c0, c1);
       };
       auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = plane_dot<4, P>(c0, c1, xv);
+        const __m512 v = plane_dot<BITS, P>(c0, c1, xv);
         const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][m][c])
                                   : _mm512_permutexvar_ps(
                                         lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
@@ -347,9 +423,11 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       }
     }
   }
+  const float global = kE4M3 ? w.global : 1.0f;
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m)
-      y[m * ldy + r] = _mm512_reduce_add_ps(acc[r][m]) + _mm512_reduce_add_ps(bacc[r][m]);
+      y[m * ldy + r] =
+          (_mm512_reduce_add_ps(acc[r][m]) + _mm512_reduce_add_ps(bacc[r][m])) * global;
 }
 
 // Rows [n0, n1) of W in passes of R (4 for one or two rows of x, 2 for three or four, so the
@@ -370,20 +448,13 @@ void row_passes(const WeightPlan& w, int64_t n0, int64_t n1, float* y, Pass&& pa
   for (; n < n1; ++n) pass.template operator()<1>(&n, &n, y + n);
 }
 
-template <int BITS, int G, int M, int P>
+template <int BITS, int G, int M, int P, bool kE2M1 = false, bool kE4M3 = false>
 void affine_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
-    affine_pass<BITS, G, R, M, P>(w, rows, next, mp, out, ldy);
+    affine_pass<BITS, G, R, M, P, kE2M1, kE4M3>(w, rows, next, mp, out, ldy);
   });
 }
-
-// E2M1 code -> 2·value + 12 (u8, 0..24), in every 16-byte lane for a byte shuffle: mxfp4 as
-// affine with scale 2^(E - 128) and bias -12·scale.
-alignas(64) constexpr uint8_t kE2M1Unsigned[64] = {
-    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
-    20, 24, 12, 11, 10, 9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
-    8,  6,  4,  0,  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
 // One tile of the pack (four rows of W, layout in cpu/pack.hpp) times M rows of x, into
 // out[m][r]. Per chunk: each row's scales times x's per-group 2^e go to a stack buffer, and its
@@ -400,39 +471,9 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
   constexpr int R = kRows;              // rows per tile: cpu/pack.hpp kPackRows
   constexpr int64_t kCode = 16 * BITS;  // one row's block of 128 codes, as stored
   constexpr int kGpv = static_cast<int>(kBlock / G);
-  constexpr bool kE8M0 = kE2M1 && !kE4M3;  // mxfp4
   const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const int64_t steps = w.k / kBlock;
   const __m512i lane_group = lane_groups<BITS, G>();
-  // A chunk's cnt scales of one row, as f32.
-  auto load_scales = [&](const uint8_t* at, int cnt, __mmask16 k) {
-    if constexpr (kE8M0) {
-      // mxfp4's E8M0 bytes: 2^(E - 128) is E in f32's exponent field, halved (E = 1: the
-      // subnormal 2^-127); E = 0 (2^-128) and 255 (NaN) set apart.
-      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
-      const __m512 v =
-          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(e, 23)), _mm512_set1_ps(0.5f));
-      const __mmask16 zero = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-      const __mmask16 nan = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255));
-      return _mm512_mask_mov_ps(_mm512_mask_mov_ps(v, zero, _mm512_set1_ps(0x1p-128f)), nan,
-                                _mm512_set1_ps(__builtin_nanf("")));
-    } else if constexpr (kE4M3) {
-      // nvfp4's E4M3 bytes, halved: the exponent and mantissa bits moved to f32's (a normal E4M3
-      // becomes 2^(e - 127)·(1 + m/8), a subnormal the f32 subnormal m·2^-129), times 2^119
-      // (exact); then the sign, and NaN for 0x7F.
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, at));
-      const __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
-      __m512 v =
-          _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(em, 20)), _mm512_set1_ps(0x1p119f));
-      v = _mm512_castsi512_ps(
-          _mm512_or_si512(_mm512_castps_si512(v),
-                          _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24)));
-      const __mmask16 nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F));
-      return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
-    } else {
-      return load_sd(at, w.scale_dtype, cnt);
-    }
-  };
   alignas(64) float sc[R][M][16];
   __m512 acc[R][M];
   for (int r = 0; r < R; ++r)
@@ -448,7 +489,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
     const uint8_t* bp = sp + R * cnt * sz;
     const int64_t g0 = s0 * kGpv;
     for (int r = 0; r < R; ++r) {
-      const __m512 s = load_scales(sp + r * cnt * sz, cnt, k);
+      const __m512 s = group_scales<kE2M1, kE4M3>(sp + r * cnt * sz, w.scale_dtype, cnt, k);
       const __m512 b = kBias != 0 ? _mm512_mul_ps(s, _mm512_set1_ps(static_cast<float>(kBias)))
                                   : load_sd(bp + r * cnt * sz, w.scale_dtype, cnt);
       for (int m = 0; m < M; ++m) {
@@ -465,12 +506,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf, const
       const __m512i idx = _mm512_add_epi32(lane_group, _mm512_set1_epi32(s * kGpv));
       const uint8_t* cp = p + s * R * kCode;
       auto codes = [&](const uint8_t* c, __m512i& c0, __m512i& c1) {
-        load_codes<BITS>(c, c0, c1);
-        if constexpr (kE2M1) {
-          const __m512i lut = _mm512_load_si512(kE2M1Unsigned);
-          c0 = _mm512_shuffle_epi8(lut, c0);
-          c1 = _mm512_shuffle_epi8(lut, c1);
-        }
+        block_codes<BITS, kE2M1, false>(c, c0, c1);
       };
       auto planes = [&](int m, __m512i(&xv)[6]) {
         const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
@@ -713,6 +749,16 @@ bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* gr
 
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy) {
+  if (w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4) {
+    return with_planes(w, [&]<int P>() {
+      with_rows(mp.m, [&]<int M>() {
+        if (w.scheme == Scheme::nvfp4)
+          affine_rows<4, 16, M, P, true, true>(w, mp, n0, n1, y, ldy);
+        else
+          affine_rows<4, 32, M, P, true, false>(w, mp, n0, n1, y, ldy);
+      });
+    });
+  }
   if (w.scheme != Scheme::affine) {
     auto legacy = [&]<class L>() {
       with_rows(mp.m, [&]<int M>() {
@@ -743,9 +789,18 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
     });
   };
   auto by_bits = [&]<int P>() {
-    if (w.bits == 2) return by_group.template operator()<2, P>();
-    if (w.bits == 3) return by_group.template operator()<3, P>();
-    by_group.template operator()<4, P>();
+    switch (w.bits) {
+      case 2:
+        return by_group.template operator()<2, P>();
+      case 3:
+        return by_group.template operator()<3, P>();
+      case 5:
+        return by_group.template operator()<5, P>();
+      case 6:
+        return by_group.template operator()<6, P>();
+      default:
+        return by_group.template operator()<4, P>();
+    }
   };
   with_planes(w, by_bits);
 }
