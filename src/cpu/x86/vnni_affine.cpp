@@ -586,13 +586,16 @@ struct Legacy {
   static constexpr bool kFive = QH >= 0, kMin = MIN >= 0;
   static constexpr float kOff = OFF;  // b = kOff · d when there is no min
   alignas(64) uint8_t qs[64] = {};    // byte 16b + i <- block b's qs[i]
-  alignas(64) uint8_t qh[64] = {};    // byte 4b + j <- block b's qh[j]
-  alignas(64) uint16_t d[32] = {};    // word t < 16 <- the d of block t / 4 (lane t's block)
-  alignas(64) uint16_t m[32] = {};    // word b <- block b's m
+  // Bytes 2b, 2b + 1 <- block b's qh[0], qh[1] (the fifth bits of its elements 0..15), bytes 8 +
+  // 2b, 9 + 2b <- qh[2], qh[3] (elements 16..31): the low qword is c0's mask, the high c1's.
+  alignas(64) uint8_t qh[64] = {};
+  alignas(64) uint16_t d[32] = {};  // word t < 16 <- the d of block t / 4 (lane t's block)
+  alignas(64) uint16_t m[32] = {};  // word b <- block b's m
   constexpr Legacy() {
     for (int i = 0; i < 64; ++i) {
       qs[i] = static_cast<uint8_t>((i / 16) * BYTES + QS + i % 16);
-      qh[i] = static_cast<uint8_t>(i < 16 ? (i / 4) * BYTES + (QH > 0 ? QH : 0) + i % 4 : 0);
+      qh[i] = static_cast<uint8_t>(
+          i < 16 ? (i % 8) / 2 * BYTES + (QH > 0 ? QH : 0) + 2 * (i / 8) + i % 2 : 0);
     }
     for (int i = 0; i < 32; ++i) {
       d[i] = static_cast<uint16_t>(i < 16 ? (i / 4) * BYTES / 2 : 0);
@@ -645,10 +648,10 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
         const __m128i qh =
             _mm512_castsi512_si128(_mm512_permutex2var_epi8(a, _mm512_load_si512(k.qh), b));
         const __m512i five = _mm512_set1_epi8(0x10);
-        const auto bits = [](__m128i v) { return _cvtu64_mask64(_mm_cvtsi128_si64(v)); };
-        c0[r] = _mm512_or_si512(c0[r], _mm512_maskz_mov_epi8(bits(_mm_cvtepi32_epi16(qh)), five));
-        c1[r] = _mm512_or_si512(
-            c1[r], _mm512_maskz_mov_epi8(bits(_mm_cvtepi32_epi16(_mm_srli_epi32(qh, 16))), five));
+        const auto lo = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(qh)));
+        const auto hi = _cvtu64_mask64(static_cast<uint64_t>(_mm_extract_epi64(qh, 1)));
+        c0[r] = _mm512_mask_add_epi8(c0[r], lo, c0[r], five);  // bit 4 is clear: add = or
+        c1[r] = _mm512_mask_add_epi8(c1[r], hi, c1[r], five);
       }
       dv[r] = _mm512_cvtph_ps(
           _mm512_castsi512_si256(_mm512_permutex2var_epi16(a, _mm512_load_si512(k.d), b)));
