@@ -106,10 +106,11 @@ int workers_for(int threads, int64_t weights) {
 // groups of 32 ran 8-12% slower on them than the float kernel from DRAM on the 2-core Zen 5
 // (its scale and bias streams, a third of the bytes, read worse beside four rows' codes) but
 // 1.2-1.5x faster from L3: there they run only while the matrix fits in L3
-// (docs/perf-cpu.md). 5- and 6-bit codes take them at any size: their float kernels ran at half
-// the speed on one core (Zen 4, 0.49-0.54 against 0.22-0.27 ms hot).
+// (docs/perf-cpu.md). Other widths take them at any size: on the Zen 4 VM, from DRAM, 2/3-bit
+// g32 ran 1.6-1.9x the float kernels (4-bit g32 1.25-1.6x, but that VM's sysconf reports a 320 MB
+// L3, so the rule never fired there), and 5/6-bit ran the float kernels at half speed hot.
 bool gemv_int8_pays(const WeightPlan& w) {
-  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr || w.bits >= 5) return true;
+  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr || w.bits != 4) return true;
   static const int64_t l3 = [] {
     const long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? static_cast<int64_t>(v) : int64_t{8} << 20;
