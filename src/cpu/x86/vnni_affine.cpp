@@ -637,9 +637,14 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     __m512 dv[R], mv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* pf = seq ? seq + R * off + r * kVecBytes : np[r] + off;
-      prefetch(pf, w.prefetch_l2);
-      prefetch(pf + 64, w.prefetch_l2);
+      if (seq) {
+        // The next pass's run: R·kVecBytes bytes per vector, a line each (row r's share).
+        constexpr int kLines = (R * kVecBytes + 63) / 64;
+        for (int l = r; l < kLines; l += R) prefetch(seq + R * off + 64 * l, w.prefetch_l2);
+      } else {
+        prefetch(np[r] + off, w.prefetch_l2);
+        prefetch(np[r] + off + 64, w.prefetch_l2);
+      }
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);
