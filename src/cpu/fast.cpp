@@ -27,7 +27,7 @@ namespace {
 // f32 scratch aligned for vector loads.
 struct Buffer {
   struct Free {
-    void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    void operator()(float* mem) const { ::operator delete[](mem, std::align_val_t(64)); }
   };
   std::unique_ptr<float[], Free> p;
   explicit Buffer(int64_t n)
