@@ -369,6 +369,15 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 
 }  // namespace
 
+bool affine_planes_gemv(Scheme s, int bits, int64_t k, bool packed) {
+  constexpr int64_t kBlock = 128;  // vnni::kAffineBlock, pack.hpp kPackBlock
+  static_assert(kBlock == kPackBlock);
+  const bool fits = (s == Scheme::affine && (bits != 8 || packed)) || s == Scheme::q4_0 ||
+                    s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1 ||
+                    s == Scheme::mxfp4 || s == Scheme::nvfp4;
+  return fits && k % kBlock == 0;
+}
+
 int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa) {
   // [K, N]: two passes of kKnMaxRows rows of x ran M = 5..8 1.3-2.9x faster than the tiled
   // path; at M = 12..16 the two were within this VM's spread (docs/perf-cpu.md).
@@ -378,19 +387,12 @@ int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa) {
     case Scheme::q5_K:
     case Scheme::q6_K:
       return 8;
-    case Scheme::affine:
-    case Scheme::q4_0:
-    case Scheme::q4_1:
-    case Scheme::q5_0:
-    case Scheme::q5_1:
-    case Scheme::mxfp4:
-    case Scheme::nvfp4:
+    default:
       // Two passes of the VNNI GEMV (x as integer planes) against the tiled path at M = 5..8:
       // 1.2-2.0x (Zen 4, 16384 and 4096 x 14336, docs/perf-cpu.md).
-      if (isa == Isa::avx512 && vnni_active() && k % 128 == 0 && f.bits != 8) return 8;
-      return 4;
-    default:
-      return 4;
+      return isa == Isa::avx512 && vnni_active() && affine_planes_gemv(f.scheme, f.bits, k, false)
+                 ? 8
+                 : 4;
   }
 }
 

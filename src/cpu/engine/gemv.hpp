@@ -48,10 +48,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
     return w.int8_x &&
            (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
             w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
-            (((w.scheme == Scheme::affine && w.bits != 8) || gguf32_int8(w.scheme) ||
-              w.scheme == Scheme::mxfp4 || w.scheme == Scheme::nvfp4 ||
-              (w.scheme == Scheme::affine && w.pack != nullptr)) &&
-             w.k % vnni::kAffineBlock == 0));
+            affine_planes_gemv(w.scheme, w.bits, w.k, w.pack != nullptr));
 #endif
   return false;
 }
@@ -417,7 +414,7 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
       return w.group;
     case Scheme::mxfp4:  // on x's planes: the VNNI kernel's bias terms, -12·scale per group
     case Scheme::nvfp4:
-      return gemv_int8_x(w) || w.pack != nullptr ? w.group : 0;
+      return gemv_int8_x(w) ? w.group : 0;
     case Scheme::q2_K:
     case Scheme::q3_K:
     case Scheme::q6_K:
