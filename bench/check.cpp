@@ -36,8 +36,13 @@ void invoke_public_op(const BenchSpec& spec, std::string_view kernel, const Oper
   }
 }
 
-const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p) {
+const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p,
+                                  const QuantizedMatrix* placed) {
   if (spec.entry) return *spec.entry;
+  if (placed && spec.op != Op::dequantize) {
+    const ConstMatrixView x{nullptr, p.dtype, p.m, p.k, placed->location};
+    return select_kernel(matmul_problem(spec.op, x, *placed), "auto");
+  }
   return select_kernel(to_problem(spec, p), "auto");
 }
 

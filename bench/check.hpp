@@ -45,8 +45,11 @@ struct CheckResult {
 ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const ProblemSize& full);
 
 // The kernel a row of `spec` runs at `p`: its own entry, or the selector's pick for "auto".
+// Given the weights the row runs on (`placed`), "auto" is picked for them, as the library does:
+// what quanta::prepack attached (a device pack) changes the pick, and the spec cannot know it.
 // Throws NotSupported when nothing accepts.
-const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p);
+const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p,
+                                  const QuantizedMatrix* placed = nullptr);
 
 // A check problem's host inputs and the oracle's answer. They depend on the spec's op,
 // format, layout and dtype and on the shape, not on the kernel, so one set serves every

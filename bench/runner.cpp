@@ -161,9 +161,20 @@ Row Runner::run(const RowPlan& p) {
   start();
   Row r;
   r.plan = p;
+  const ProblemSize& s = p.problem;
+  const int copies = rotation_copies(bytes_moved(s), device_.cache_bytes());
+  // A MoE row reads only its touched experts: copy c routes to the c-th disjoint set of them
+  // (as consecutive tokens of a real model do), and the stack is cloned only once every set
+  // has been used.
+  const int64_t touched = experts_touched(s);
+  const int id_sets = s.op == Op::gather_matmul ? static_cast<int>(s.experts / touched) : 1;
+  const int stacks = (copies + id_sets - 1) / id_sets;
   const KernelEntry* kernel = nullptr;
   try {
-    kernel = &resolve_kernel(p.spec, p.problem);
+    // A timed "auto" row picks its kernel for the weights it runs (placed as a user keeps
+    // them: prepacked), so it names and forces what the library itself would run on them.
+    const bool timed_auto = !options_.check_only && !p.spec.entry && s.op != Op::dequantize;
+    kernel = &resolve_kernel(p.spec, s, timed_auto ? &weights(p, stacks).front() : nullptr);
   } catch (const std::exception& e) {
     r.error = e.what();
     return r;
@@ -198,16 +209,8 @@ Row Runner::run(const RowPlan& p) {
   if (options_.check_only) return r;
 
   // 2. Time the full shape, operands rotated past the last-level cache.
-  const ProblemSize& s = p.problem;
   r.bytes = static_cast<double>(bytes_moved(s));
   r.flops = flops(s);
-  const int copies = rotation_copies(bytes_moved(s), device_.cache_bytes());
-  // A MoE row reads only its touched experts: copy c routes to the c-th disjoint set of them
-  // (as consecutive tokens of a real model do), and the stack is cloned only once every set
-  // has been used.
-  const int64_t touched = experts_touched(s);
-  const int id_sets = s.op == Op::gather_matmul ? static_cast<int>(s.experts / touched) : 1;
-  const int stacks = (copies + id_sets - 1) / id_sets;
   try {
     const std::vector<QuantizedMatrix>& ws = weights(p, stacks);
     const bool deq = s.op == Op::dequantize, nk = s.layout == Layout::nk;

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 
 #include "check.hpp"
 #include "cpu/isa.hpp"
+#include "cuda/device_pack.hpp"
 #include "format/dense.hpp"
 #include "quanta/error.hpp"
 #include "runner.hpp"
@@ -180,6 +182,32 @@ TEST(BenchCheck, RunnerShowsAWrongKernelAsFailed) {
   const Row r = broken.run(rows[0]);
   EXPECT_FALSE(r.pass());
   EXPECT_EQ(r.kernel, k.name);
+}
+
+// A timed "auto" row picks for the weights it runs on, as the library does: a device pack from
+// quanta::prepack moves int4 g64 at M = 64 on 14336 x 5120 from qmm_affine_wgrf to the packed
+// qmm_affine_wgmma (the bench had named and forced qmm_affine_wgrf on packed weights: 1.3x
+// slower on the H200). Selection only: needs no GPU.
+TEST(BenchCheck, AutoPicksForThePlacedWeights) {
+  if (cuda::kernels().empty()) GTEST_SKIP() << "this build has no CUDA kernel table";
+  const BenchSpec spec{Op::matmul, Layout::nk,      nullptr, Format::affine(4, 64),
+                       DType::f16, Location::device};
+  const ProblemSize size = spec.problem(64, 14336, 5120, 1);
+  QuantizedMatrix w;
+  w.format = spec.format;
+  w.scale_dtype = DType::f16;
+  w.location = Location::device;
+  w.n = size.n;
+  w.k = size.k;
+  const std::string_view unpacked = resolve_kernel(spec, size).name;
+  EXPECT_EQ(unpacked, "qmm_affine_wgrf");
+  EXPECT_EQ(resolve_kernel(spec, size, &w).name, unpacked);
+  w.device_pack = std::make_shared<const DevicePack>();
+  EXPECT_EQ(resolve_kernel(spec, size, &w).name, "qmm_affine_wgmma");
+  // A pack made for f16 scales does not serve bf16 x: the unpacked pick again.
+  BenchSpec bf16 = spec;
+  bf16.dtype = DType::bf16;
+  EXPECT_EQ(resolve_kernel(bf16, bf16.problem(64, 14336, 5120, 1), &w).name, unpacked);
 }
 
 TEST(BenchRegistry, EveryHostKernelHasSpecs) {

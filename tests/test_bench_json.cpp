@@ -69,6 +69,31 @@ TEST(BenchJson, RowAndHeaderCarryEveryField) {
   EXPECT_GT(j["roof_pct"].get<double>(), 0);
 }
 
+// A timed "auto" row picks its kernel for the weights it runs on (the runner places them
+// first), and names the kernel the library picks for them.
+TEST(BenchJson, TimedAutoRowNamesThePick) {
+  std::unique_ptr<Device> device = make_device("cpu", 2);
+  RunOptions o;
+  o.suite = "quick";
+  o.ms = std::vector<int64_t>{3};
+  o.filter = "^matmul/nk/auto/q4_K/f32@quick";
+  o.timing.min_seconds = 0;
+  Runner runner(*device, o);
+  const std::vector<RowPlan> rows = runner.plan();
+  ASSERT_EQ(rows.size(), 1u);
+  runner.start();
+  const Row row = runner.run(rows[0]);
+  ASSERT_TRUE(row.pass()) << row.error << row.check.error;
+  EXPECT_TRUE(row.timed);
+  const ProblemSize& s = rows[0].problem;
+  const ConstMatrixView x{nullptr, s.dtype, s.m, s.k, Location::host};
+  QuantizedMatrix w;
+  w.format = s.format;
+  w.n = s.n;
+  w.k = s.k;
+  EXPECT_EQ(row.kernel, select_kernel(matmul_problem(Op::matmul, x, w), "auto").name);
+}
+
 TEST(BenchJson, MissingValuesAreNull) {
   Row r;
   r.plan.spec =
