@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack checkonly
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -201,6 +201,21 @@ for s in $steps; do
         timeout 150 "$P" $a --prepack | sed "s/^/packed /"
       done >"$OUT/probe_knpack.log" 2>&1
       echo "probe knpack done"; grep -cE "^(plain|packed) " "$OUT/probe_knpack.log"
+      ;;
+    small)  # qmm_affine_wgmma's work split on the small seed shapes (N <= 5120 lose to cuBLAS from
+            # M = 8 on packed weights): heuristic, data-parallel, stream-K, split-K 2..8
+      for cfg in D0 D1 D2 S2 S3 S4 S8; do
+        case $cfg in D*) export QUANTA_QMM_WGMMA_DECOMPOSITION=${cfg#D} QUANTA_QMM_WGMMA_SPLITS=1 ;;
+                     S*) export QUANTA_QMM_WGMMA_DECOMPOSITION=0 QUANTA_QMM_WGMMA_SPLITS=${cfg#S} ;; esac
+        timeout 60 "$P" --kernel qmm_affine_wgmma --shapes 4096x4096,5120x5120,14336x5120 \
+          --m 32,64,128,512 --dtypes f16 --no-cublas --prepack 2>&1 | grep -vE '^device|^kernel' |
+          sed "s/^/$cfg /" >>"$OUT/small_sweep.log"
+        echo "small sweep $cfg rc=$?"
+      done
+      unset QUANTA_QMM_WGMMA_DECOMPOSITION QUANTA_QMM_WGMMA_SPLITS
+      timeout 60 "$P" --shapes 4096x4096,5120x5120 --m 8,16,32,64,128 --dtypes f16 --prepack \
+        >"$OUT/small_auto.log" 2>&1
+      echo "small auto rc=$?"; cat "$OUT/small_auto.log"
       ;;
     checkonly)  # `quanta bench --device cuda --check-only` with the command packed by PACK_CLI=1
       C=${CLI:-build-cuda/cli}
