@@ -36,17 +36,20 @@ void invoke_public_op(const BenchSpec& spec, std::string_view kernel, const Oper
   }
 }
 
+Problem row_problem(const BenchSpec& spec, const ProblemSize& p, const QuantizedMatrix* placed) {
+  if (!placed || spec.op == Op::dequantize) return to_problem(spec, p);
+  const ConstMatrixView x{nullptr, p.dtype, p.m, p.k, placed->location};
+  return matmul_problem(spec.op, x, *placed);
+}
+
 const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p,
                                   const QuantizedMatrix* placed) {
   if (spec.entry) return *spec.entry;
-  if (placed && spec.op != Op::dequantize) {
-    const ConstMatrixView x{nullptr, p.dtype, p.m, p.k, placed->location};
-    return select_kernel(matmul_problem(spec.op, x, *placed), "auto");
-  }
-  return select_kernel(to_problem(spec, p), "auto");
+  return select_kernel(row_problem(spec, p, placed), "auto");
 }
 
-ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const ProblemSize& full) {
+ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const ProblemSize& full,
+                        bool packed) {
   ProblemSize c = full;
   if (spec.op != Op::dequantize) {
     const int64_t lo = kernel ? kernel->m_min : 1, hi = kernel ? kernel->m_max : full.m;
@@ -59,7 +62,7 @@ ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const 
     ProblemSize t = c;
     t.n = n;
     t.k = k;
-    if (t.n * t.k <= full.n * full.k && decline(forced, t).empty()) return t;
+    if (t.n * t.k <= full.n * full.k && decline(forced, t, packed).empty()) return t;
   }
   return c;  // the kernel accepts no small problem: check at the full N x K
 }

@@ -41,13 +41,18 @@ struct CheckResult {
 
 // The check problem for a row of `spec` at `full`: M kept up to 128 and inside the kernel's M
 // range, experts up to 4, and the first of a few small (N, K) that the kernel and the format
-// accept (odd-sized first, to catch tail bugs), else the full shape.
-ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const ProblemSize& full);
+// accept (odd-sized first, to catch tail bugs), else the full shape. `packed`: the row's weights
+// carry a device pack, and so will the check's (placed the same way, Device::place).
+ProblemSize check_shape(const BenchSpec& spec, const KernelEntry* kernel, const ProblemSize& full,
+                        bool packed = false);
 
-// The kernel a row of `spec` runs at `p`: its own entry, or the selector's pick for "auto".
-// Given the weights the row runs on (`placed`), "auto" is picked for them, as the library does:
-// what quanta::prepack attached (a device pack) changes the pick, and the spec cannot know it.
-// Throws NotSupported when nothing accepts.
+// The selector's view of a row of `spec` at `p`: from the weights it runs on where given
+// (`placed`: what quanta::prepack attached to them, a device pack, changes the pick, and the spec
+// alone cannot know it), else from the spec and the shape.
+Problem row_problem(const BenchSpec& spec, const ProblemSize& p, const QuantizedMatrix* placed);
+
+// The kernel a row of `spec` runs at `p`: its own entry, or the selector's pick for "auto" (for
+// row_problem(spec, p, placed)). Throws NotSupported when nothing accepts.
 const KernelEntry& resolve_kernel(const BenchSpec& spec, const ProblemSize& p,
                                   const QuantizedMatrix* placed = nullptr);
 

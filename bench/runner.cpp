@@ -170,11 +170,14 @@ Row Runner::run(const RowPlan& p) {
   const int id_sets = s.op == Op::gather_matmul ? static_cast<int>(s.experts / touched) : 1;
   const int stacks = (copies + id_sets - 1) / id_sets;
   const KernelEntry* kernel = nullptr;
+  bool packed = false;  // the row's weights carry a device pack
   try {
     // A timed "auto" row picks its kernel for the weights it runs (placed as a user keeps
     // them: prepacked), so it names and forces what the library itself would run on them.
     const bool timed_auto = !options_.check_only && !p.spec.entry && s.op != Op::dequantize;
-    kernel = &resolve_kernel(p.spec, s, timed_auto ? &weights(p, stacks).front() : nullptr);
+    const QuantizedMatrix* placed = timed_auto ? &weights(p, stacks).front() : nullptr;
+    packed = row_problem(p.spec, s, placed).device_packed;
+    kernel = &resolve_kernel(p.spec, s, placed);
   } catch (const std::exception& e) {
     r.error = e.what();
     return r;
@@ -182,7 +185,9 @@ Row Runner::run(const RowPlan& p) {
   r.kernel = std::string(kernel->name);
 
   // 1. Check on a small problem of the same kind (cached: M sweeps share check problems).
-  const ProblemSize cs = check_shape(p.spec, kernel, p.problem);
+  // A kernel that needs the pack (qmm_affine_repack on a [K, N] pack) is checked on small
+  // weights that get one too.
+  const ProblemSize cs = check_shape(p.spec, kernel, p.problem, packed);
   const std::string ck = check_key(p.spec, kernel->name, cs);
   auto cached = checks_.find(ck);
   if (cached != checks_.end()) {

@@ -24,7 +24,7 @@ ProblemSize BenchSpec::problem(int64_t m, int64_t n, int64_t k, int64_t experts)
   return p;
 }
 
-Problem to_problem(const BenchSpec& s, const ProblemSize& p) {
+Problem to_problem(const BenchSpec& s, const ProblemSize& p, bool packed) {
   Problem q;
   q.op = s.op;
   q.format = s.format;
@@ -36,16 +36,17 @@ Problem to_problem(const BenchSpec& s, const ProblemSize& p) {
   q.k = p.k;
   q.batch = p.experts;
   q.compute_capability = s.device == Location::device ? cuda::compute_capability() : 0;
+  q.device_packed = packed;
   return q;
 }
 
-std::string decline(const BenchSpec& s, const ProblemSize& p) {
+std::string decline(const BenchSpec& s, const ProblemSize& p, bool packed) {
   try {
     (void)footprint(s.format, p.n, p.k, s.layout, s.dtype, "bench");
   } catch (const Error& e) {
     return e.what();
   }
-  const Problem q = to_problem(s, p);
+  const Problem q = to_problem(s, p, packed);
   if (s.entry) return decline_reason(*s.entry, q);
   try {
     (void)select_kernel(q, "auto");

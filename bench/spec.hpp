@@ -33,12 +33,13 @@ constexpr std::string_view layout_name(Layout l) {
   return l == Layout::nk ? "nk" : "kn";
 }
 
-// The selector's view of a problem (compute capability filled in for the device).
-Problem to_problem(const BenchSpec& s, const ProblemSize& p);
+// The selector's view of a problem (compute capability filled in for the device). `packed`: the
+// weights carry a device pack from quanta::prepack (Problem::device_packed).
+Problem to_problem(const BenchSpec& s, const ProblemSize& p, bool packed = false);
 
 // Why the spec's kernel cannot run this problem (empty if it can): footprint rules first
 // (K multiple of the group, [K, N] word alignment), then the kernel table's own rule.
-std::string decline(const BenchSpec& s, const ProblemSize& p);
+std::string decline(const BenchSpec& s, const ProblemSize& p, bool packed = false);
 
 struct RegistryOptions {
   Location device = Location::host;

@@ -184,6 +184,18 @@ TEST(BenchCheck, RunnerShowsAWrongKernelAsFailed) {
   EXPECT_EQ(r.kernel, k.name);
 }
 
+// A device matrix of `spec` at `size` as the selector sees it (no buffers: selection only).
+QuantizedMatrix device_weights(const BenchSpec& spec, const ProblemSize& size) {
+  QuantizedMatrix w;
+  w.format = spec.format;
+  w.layout = spec.layout;
+  w.scale_dtype = spec.dtype;
+  w.location = Location::device;
+  w.n = size.n;
+  w.k = size.k;
+  return w;
+}
+
 // A timed "auto" row picks for the weights it runs on, as the library does: a device pack from
 // quanta::prepack moves int4 g64 at M = 64 on 14336 x 5120 from qmm_affine_wgrf to the packed
 // qmm_affine_wgmma (the bench had named and forced qmm_affine_wgrf on packed weights: 1.3x
@@ -193,12 +205,7 @@ TEST(BenchCheck, AutoPicksForThePlacedWeights) {
   const BenchSpec spec{Op::matmul, Layout::nk,      nullptr, Format::affine(4, 64),
                        DType::f16, Location::device};
   const ProblemSize size = spec.problem(64, 14336, 5120, 1);
-  QuantizedMatrix w;
-  w.format = spec.format;
-  w.scale_dtype = DType::f16;
-  w.location = Location::device;
-  w.n = size.n;
-  w.k = size.k;
+  QuantizedMatrix w = device_weights(spec, size);
   const std::string_view unpacked = resolve_kernel(spec, size).name;
   EXPECT_EQ(unpacked, "qmm_affine_wgrf");
   EXPECT_EQ(resolve_kernel(spec, size, &w).name, unpacked);
@@ -208,6 +215,26 @@ TEST(BenchCheck, AutoPicksForThePlacedWeights) {
   BenchSpec bf16 = spec;
   bf16.dtype = DType::bf16;
   EXPECT_EQ(resolve_kernel(bf16, bf16.problem(64, 14336, 5120, 1), &w).name, unpacked);
+}
+
+// A kernel that needs the device pack (qmm_affine_repack on a [K, N] matrix's [N, K] copy) is
+// checked on small weights that get a pack too (the check places them as the row's): without
+// the row's `packed` no small problem passes its rule, and the check fell back to the full shape.
+TEST(BenchCheck, PackedRowsCheckOnSmallPackedWeights) {
+  if (cuda::kernels().empty()) GTEST_SKIP() << "this build has no CUDA kernel table";
+  const BenchSpec spec{Op::matmul, Layout::kn,      nullptr, Format::affine(4, 64),
+                       DType::f16, Location::device};
+  const ProblemSize full = spec.problem(16, 14336, 5120, 1);
+  QuantizedMatrix w = device_weights(spec, full);
+  w.device_pack = std::make_shared<const DevicePack>();
+  ASSERT_TRUE(row_problem(spec, full, &w).device_packed);
+  const KernelEntry& k = resolve_kernel(spec, full, &w);
+  ASSERT_EQ(k.name, "qmm_affine_repack");
+  EXPECT_EQ(check_shape(spec, &k, full).n, full.n);
+  const ProblemSize c = check_shape(spec, &k, full, true);
+  EXPECT_EQ(c.n, 256);  // 264 is not a whole number of 32-code chunks
+  EXPECT_EQ(c.k, 1024);
+  EXPECT_EQ(c.m, 16);
 }
 
 TEST(BenchRegistry, EveryHostKernelHasSpecs) {
