@@ -9,7 +9,7 @@
 //                    [--formats affine-4b-g64,q4_0,...|all] [--gemm] [--gemm-n 4096]
 //                    [--gemm-k 14336] [--ms 1,2,4,...] [--no-gemv] [--roof-mb 512]
 //                    [--layout nk|kn] [--kernel NAME (default auto)] [--hot] [--prepack]
-//                    [--bf16-x]
+//                    [--bf16-x] [--f16-x]
 //
 // --hot times back-to-back calls with no roof read between them: for a matrix that fits the
 // caches, the kernel's compute rate rather than its DRAM rate (the roof column is then the last
@@ -17,7 +17,8 @@
 // --prepack adds a row per format that quanta::prepack packs ("<format> packed"), the same
 // weights run from the pack, right after the unpacked row; with --gemm, the M sweep runs the
 // packed matrix instead.
-// --bf16-x runs the GEMV with x and y in bf16 (x rounded from the same f32 values).
+// --bf16-x runs the GEMV and the M sweep with x and y in bf16, --f16-x the M sweep in f16 (x
+// rounded from the same f32 values).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,6 +61,7 @@ struct Options {
   bool hot = false;      // no roof read between the GEMV calls
   bool prepack = false;  // also time the prepacked matrix
   bool bf16_x = false;   // GEMV x and y in bf16
+  bool f16_x = false;    // M sweep: x and y in f16
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -261,7 +263,9 @@ int run(const Options& o) {
       const std::optional<Format> f = parse_format(name);
       if (!f) continue;
       if (o.layout == Layout::kn && !f->info().kn_layout) continue;
-      const QuantizedMatrix plain = random_matrix(*f, N, K, o.layout);
+      const DType xt = o.bf16_x ? DType::bf16 : o.f16_x ? DType::f16 : DType::f32;
+      const bool half = xt != DType::f32;
+      const QuantizedMatrix plain = random_matrix(*f, N, K, o.layout, xt);
       const QuantizedMatrix w = o.prepack ? prepack(plain, ctx) : plain;
       std::vector<float> wd(static_cast<std::size_t>(N * K));
       const bool nk = o.layout == Layout::nk;
@@ -272,12 +276,20 @@ int run(const Options& o) {
       for (int64_t m : o.ms) {
         std::vector<float> x = random_floats(static_cast<std::size_t>(m * K), 3);
         std::vector<float> y(static_cast<std::size_t>(m * N));
+        // --bf16-x / --f16-x: x and y in that dtype (x rounded from the same values, which sgemm
+        // then reads).
+        std::vector<uint16_t> xb(half ? x.size() : 0), yb16(half ? y.size() : 0);
+        for (std::size_t i = 0; i < xb.size(); ++i) {
+          dense::store(xb.data(), xt, i, x[i]);
+          x[i] = dense::load(xb.data(), xt, i);
+        }
+        const ConstMatrixView xv =
+            half ? ConstMatrixView{xb.data(), xt, m, K} : ConstMatrixView{x.data(), xt, m, K};
+        const MatrixView yv =
+            half ? MatrixView{yb16.data(), xt, m, N} : MatrixView{y.data(), xt, m, N};
         const int reps = std::max(3, o.reps / (m >= 64 ? 3 : 1));
-        const double s = median_seconds(
-            [&] {
-              matmul({x.data(), DType::f32, m, K}, w, {y.data(), DType::f32, m, N}, ctx);
-            },
-            reps);
+        const double s = median_seconds([&] { matmul(xv, w, yv, ctx); }, reps);
+        for (std::size_t i = 0; i < yb16.size(); ++i) y[i] = dense::load(yb16.data(), xt, i);
         double bs = 0;
 #if defined(QUANTA_PROBE_OPENBLAS)
         std::vector<float> yb(static_cast<std::size_t>(m * N));
@@ -294,7 +306,7 @@ int run(const Options& o) {
           num += (static_cast<double>(y[i]) - yb[i]) * (static_cast<double>(y[i]) - yb[i]);
           den += static_cast<double>(yb[i]) * yb[i];
         }
-        if (std::sqrt(num / den) > 1e-4)
+        if (std::sqrt(num / den) > (half ? 1e-2 : 1e-4))
           fmt::print("  warning: M={} differs from sgemm, rel-L2 {:.2e}\n", m,
                      std::sqrt(num / den));
 #endif
@@ -339,6 +351,8 @@ int main(int argc, char** argv) {
       o.prepack = true;
     else if (a == "--bf16-x")
       o.bf16_x = true;
+    else if (a == "--f16-x")
+      o.f16_x = true;
     else if (a == "--no-gemv")
       o.gemv = false;
     else if (a == "--gemm-n")

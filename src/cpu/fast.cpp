@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -19,6 +21,9 @@
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
 #include "format/dense.hpp"
+#if defined(QUANTA_CPU_X86)
+#include "cpu/x86/amx_gemm.hpp"
+#endif
 
 namespace quanta::cpu {
 
@@ -250,26 +255,37 @@ int64_t pack_min_rows(const IsaKernels& kr, Scheme s, Layout layout) {
   }
 }
 
+// Floats of scratch one task of packed_task needs.
+int64_t packed_task_floats(const IsaKernels& kr, int64_t k) {
+  return round_up(kPackN, kr.pack_cols) * std::min(kPackK, k) + kr.vector_width * kr.pack_chunk;
+}
+
+// y[i][n0 + j] for rows j < rows (<= kPackN) of W [N, K]: the tile packed K-major per K block,
+// the outer-product micro-kernel over every row of x.
+void packed_task(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
+                 float* y, int64_t ldy, int64_t n0, int64_t rows, float* scratch) {
+  const int64_t kc = std::min(kPackK, w.k), tile_len = round_up(kPackN, kr.pack_cols) * kc;
+  for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
+    const int64_t kk = std::min(kc, w.k - k0);
+    kr.pack_nk(w, n0, rows, k0, kk, scratch + tile_len, scratch);
+    kr.gemm_packed(x + k0, ldx, m, scratch, rows, kk, y + n0, ldy, k0 > 0);
+  }
+}
+
 void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
            float* y, int64_t ldy, int threads) {
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t vw = kr.vector_width;
   if (m >= pack_min_rows(kr, w.scheme, w.layout)) {
     // Large M: the tile packed K-major, outer-product micro-kernel (no lane reductions).
-    const int64_t kc = std::min(kPackK, w.k), nc = kPackN;
-    const int64_t tasks = (w.n + nc - 1) / nc;
+    const int64_t tasks = (w.n + kPackN - 1) / kPackN;
     const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
-    const int64_t tile_len = round_up(nc, kr.pack_cols) * kc, scratch_len = vw * kr.pack_chunk;
     std::vector<Buffer> tiles;
-    for (int i = 0; i < used; ++i) tiles.emplace_back(tile_len + scratch_len);
+    for (int i = 0; i < used; ++i) tiles.emplace_back(packed_task_floats(kr, w.k));
     parallel_for(tasks, used, [&](int64_t t, int worker) {
-      const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
-      float* tile = tiles[static_cast<std::size_t>(worker)].get();
-      for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
-        const int64_t kk = std::min(kc, w.k - k0);
-        kr.pack_nk(w, n0, rows, k0, kk, tile + tile_len, tile);
-        kr.gemm_packed(x + k0, ldx, m, tile, rows, kk, y + n0, ldy, k0 > 0);
-      }
+      const int64_t n0 = t * kPackN, rows = std::min(kPackN, w.n - n0);
+      packed_task(kr, w, x, ldx, m, y, ldy, n0, rows,
+                  tiles[static_cast<std::size_t>(worker)].get());
     });
     return;
   }
@@ -307,6 +323,90 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
   });
 }
 
+#if defined(QUANTA_CPU_X86)
+// W [N, K] on AMX tile products: x cut into bf16 planes once (amx_gemm.hpp), then per task of
+// kAmxN rows of W and per K block: the tile decoded to f32 16 rows x kPackChunk at a time (in
+// L1) and cut into three bf16 planes, the tile products over every row of x accumulated in
+// ct[n][m], which is transposed into y at the end.
+// K block and rows of W per task: 128 x 1024 and 256 x 512 measured alike (q4_0, bf16 x, M = 64,
+// 256, 512), 128 x 512 0.85-0.9x, 64 x 2048 within the spread (docs/perf-cpu.md).
+constexpr int64_t kAmxK = 1024, kAmxN = 128;
+
+void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+               int threads, int x_planes) {
+  const int workers = workers_for(threads, w.n * w.k * m);
+  const int64_t K = w.k, kp = round_up(K, amx::kStep), ks = kp / amx::kStep;
+  const int64_t mp = round_up(m, amx::kBlock);
+  std::unique_ptr<uint16_t[]> xp(
+      new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, x_planes))]);
+  std::atomic<bool> x_nonfinite{false};
+  parallel_for(mp / amx::kBlock, workers, [&](int64_t b, int) {
+    if (amx::prep_x_block(x, K, m, K, b, x_planes, xp.get())) x_nonfinite = true;
+  });
+  if (x_nonfinite) {  // an infinity would meet the zero planes (amx_gemm.hpp): the f32 path
+    tiled(kr, w, x, K, m, y, w.n, threads);
+    return;
+  }
+  const int64_t kc = std::min(kAmxK, kp), nc = kAmxN, chunk = kr.pack_chunk;
+  const int64_t tasks = (w.n + nc - 1) / nc;
+  const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  struct Scratch {
+    std::unique_ptr<uint16_t[]> wp;
+    Buffer f32, ct;
+  };
+  std::vector<Scratch> scratch;
+  for (int i = 0; i < used; ++i)
+    scratch.push_back({std::unique_ptr<uint16_t[]>(
+                           new uint16_t[static_cast<std::size_t>(nc * kc * amx::kWPlanes)]),
+                       Buffer(amx::kBlock * chunk), Buffer(nc * mp)});
+  // Tasks whose weights hold an infinity or a NaN (fp8 codes, GGUF scales) run packed_task
+  // after the others.
+  std::vector<int64_t> nonfinite_tasks;
+  nonfinite_tasks.reserve(static_cast<std::size_t>(tasks));  // no allocation inside the workers
+  std::mutex nonfinite_mutex;
+  parallel_for(tasks, used, [&](int64_t t, int worker) {
+    Scratch& sc = scratch[static_cast<std::size_t>(worker)];
+    const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
+    const int64_t rows_pad = round_up(rows, 2 * amx::kBlock);
+    bool w_nonfinite = false;
+    for (int64_t k0 = 0; k0 < kp && !w_nonfinite; k0 += kc) {
+      const int64_t kcp = std::min(kc, kp - k0), kcs = kcp / amx::kStep;
+      for (int64_t r0 = 0; r0 < rows_pad; r0 += amx::kBlock) {
+        const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+        for (int64_t kb = 0; kb < kcp; kb += chunk) {
+          const int64_t cols = std::min(chunk, kcp - kb);
+          const int64_t valid = std::clamp(K - k0 - kb, int64_t{0}, cols);
+          if (rr > 0 && valid > 0)
+            kr.decode_nk(w, n0 + r0, rr, k0 + kb, valid, sc.f32.get(), chunk);
+          w_nonfinite |= amx::split_w(sc.f32.get(), chunk, valid > 0 ? rr : 0, cols, sc.wp.get(),
+                                      kcs, r0 / amx::kBlock, kb / amx::kStep);
+        }
+      }
+      if (!w_nonfinite)
+        amx::gemm(sc.wp.get(), kcs, rows_pad, xp.get(), x_planes, ks, mp, k0 / amx::kStep,
+                  sc.ct.get(), mp, k0 > 0);
+    }
+    if (w_nonfinite) {
+      const std::lock_guard<std::mutex> lock(nonfinite_mutex);
+      nonfinite_tasks.push_back(t);
+      return;
+    }
+    const float* ct = sc.ct.get();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = ct[j * mp + i];
+  });
+  if (nonfinite_tasks.empty()) return;
+  std::vector<Buffer> fallback;
+  for (int i = 0; i < used; ++i) fallback.emplace_back(packed_task_floats(kr, K));
+  parallel_for(static_cast<int64_t>(nonfinite_tasks.size()), used, [&](int64_t i, int worker) {
+    const int64_t n0 = nonfinite_tasks[static_cast<std::size_t>(i)] * nc;
+    for (int64_t j = n0; j < std::min(n0 + nc, w.n); j += kPackN)
+      packed_task(kr, w, x, K, m, y, w.n, j, std::min(kPackN, w.n - j),
+                  fallback[static_cast<std::size_t>(worker)].get());
+  });
+}
+#endif
+
 // W [K, N] with a pack (the [N, K] matrix Wᵀ, cpu/pack.hpp) at M = 1..kGemvMaxRows: the packed
 // [N, K] GEMV, which reads x as integer planes. False, with nothing written, when this level's
 // kernels take no planes or a row of x cannot be split (both would read the [N, K] buffers that
@@ -334,12 +434,22 @@ bool gemv_kn_packed(const IsaKernels& kr, const WeightPlan& plan, const float* x
 }
 
 void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m, float* y,
-         int threads) {
+         int threads, int x_planes) {
+#if defined(QUANTA_CPU_X86)
+  // Path::amx, and the grouped experts' (Path::gemv) rows past the fused range where AMX pays.
+  const bool amx_path = path == Path::amx || (path == Path::gemv && m >= kAmxMinRows);
+  if (amx_path && w.layout == Layout::nk && &kr == &kAvx512Kernels && amx_active() &&
+      x_planes > 0) {
+    amx_tiled(kr, w, x, m, y, threads, x_planes);
+    return;
+  }
+#endif
+  if (path == Path::amx) path = Path::tiled;
   if (w.layout == Layout::kn && w.pack != nullptr) {
     if (path == Path::gemv && m <= kGemvMaxRows && gemv_kn_packed(kr, w, x, m, y, threads)) return;
     WeightPlan u = w;
     u.pack = nullptr;  // the [K, N] kernels read the matrix itself
-    run(kr, path, u, x, m, y, threads);
+    run(kr, path, u, x, m, y, threads, x_planes);
     return;
   }
   if (path == Path::gemv && w.layout == Layout::kn) {
@@ -431,10 +541,15 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
     Y = ybuf->get();
   }
   const HostPack* pack = pack_of(w);
+#if defined(QUANTA_CPU_X86)
+  const int x_planes = amx::x_planes_for(x.dtype);
+#else
+  const int x_planes = 0;
+#endif
   if (ids == nullptr) {
     PlannedMatrix pm = make_plan(w.expert(0), pack, 0);
     pm.plan.x_bf16 = x.dtype == DType::bf16;
-    run(kr, path, pm.plan, X, M, Y, threads);
+    run(kr, path, pm.plan, X, M, Y, threads, x_planes);
   } else {
     // Rows grouped by expert: each expert's weights stream once for all of its rows.
     std::vector<std::vector<int64_t>> rows(static_cast<std::size_t>(w.batch));
@@ -449,7 +564,7 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
                     static_cast<std::size_t>(K) * sizeof(float));
       PlannedMatrix pm = make_plan(w.expert(e), pack, e);
       pm.plan.x_bf16 = x.dtype == DType::bf16;
-      run(kr, path, pm.plan, xe.get(), me, ye.get(), threads);
+      run(kr, path, pm.plan, xe.get(), me, ye.get(), threads, x_planes);
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(Y + r[static_cast<std::size_t>(i)] * N, ye.get() + i * N,
                     static_cast<std::size_t>(N) * sizeof(float));

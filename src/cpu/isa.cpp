@@ -248,6 +248,24 @@ void disable_vnni(bool off) {
   g_vnni_off.store(off, std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool> g_amx_off{false};
+}  // namespace
+
+bool amx_active() {
+  static const bool env_off = [] {
+    const char* v = std::getenv("QUANTA_CPU_AMX");
+    return v != nullptr && std::string_view(v) == "0";
+  }();
+  const CpuFeatures& f = cpu_features();
+  return active_isa() == Isa::avx512 && f.amx_bf16 && f.avx512bf16 && !env_off &&
+         !g_amx_off.load(std::memory_order_relaxed);
+}
+
+void disable_amx(bool off) {
+  g_amx_off.store(off, std::memory_order_relaxed);
+}
+
 bool far_prefetch_to_l2() {
   static const bool to_l2 = [] {
     const char* v = std::getenv("QUANTA_CPU_PREFETCH");

@@ -60,6 +60,12 @@ void force_isa(std::optional<Isa> isa);
 bool vnni_active();
 void disable_vnni(bool off);
 
+// The tiled path's AMX-BF16 tile products (src/cpu/x86/amx_gemm.*, kernel qmm_amx_avx512): where
+// the CPU has AMX-BF16 and AVX512-BF16, Linux granted the tile state and the level is avx512,
+// unless QUANTA_CPU_AMX=0 or disable_amx(true).
+bool amx_active();
+void disable_amx(bool off);
+
 // Where the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336): into L2
 // on an L1 under 48 KB (Zen 4's 32 KB: an L1 prefetch that far ahead is evicted before it is
 // read, 1.2-2x slower from DRAM), else into L1 (Zen 5's 48 KB, where L2 measured 0.9-0.96x).

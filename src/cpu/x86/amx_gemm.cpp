@@ -1,0 +1,256 @@
+// AMX-BF16 tile products for the tiled path (amx_gemm.hpp says what and why).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593 (vnni_common.hpp)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "cpu/x86/amx_gemm.hpp"
+
+#include <immintrin.h>
+
+
+namespace quanta::cpu::amx {
+
+namespace {
+
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+// v = p[0] + p[1] with p[0] v truncated to bf16 (sign and exponent kept, so the remainder
+// p[1] is exact in f32; pack_bf16 rounds it, exact for an f16 value). Returns the lanes that are
+// not finite (their remainders are NaN; the caller does not use the planes then).
+template <int P>
+inline __mmask16 split(__m512 v, __m512 (&p)[P]) {
+  static_assert(P == 1 || P == 2);
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  p[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), top));
+  const __m512 r = _mm512_sub_ps(v, p[0]);  // NaN for an infinity or a NaN
+  if constexpr (P == 2) p[1] = r;
+  return _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
+}
+
+// Two vectors of f32 as 32 bf16 words, rounded to nearest even (exact for the planes that are
+// bf16 values already).
+inline __m512i pack_bf16(__m512 a, __m512 b) {
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+}
+
+// 16 x 16 dwords: r[i] lane j -> r[j] lane i (simd/avx512.hpp's transpose on floats, repeated:
+// this file, built with its own flags, defines no inline function of the avx512 level).
+inline void transpose16(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);
+    t[4 + j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xdd);
+    t[8 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+    r[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0xdd);
+  }
+}
+
+// 32 floats at p, the first n valid (0 <= n <= 32), the rest zero.
+inline void load32(const float* p, int64_t n, __m512& a, __m512& b) {
+  if (n >= 32) {
+    a = _mm512_loadu_ps(p);
+    b = _mm512_loadu_ps(p + 16);
+    return;
+  }
+  const auto mask = [](int64_t c) {
+    return c <= 0    ? __mmask16{0}
+           : c >= 16 ? __mmask16{0xffff}
+                     : static_cast<__mmask16>((1u << c) - 1);
+  };
+  a = _mm512_maskz_loadu_ps(mask(n), p);
+  b = _mm512_maskz_loadu_ps(mask(n - 16), p + 16);
+}
+
+template <int P>
+bool prep_x_block_p(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, uint16_t* xp) {
+  const int64_t ks = round_up(k, kStep) / kStep;
+  __mmask16 bad = 0;
+  for (int64_t s = 0; s < ks; ++s) {
+    __m512i rows[P][16];
+    for (int r = 0; r < 16; ++r) {
+      const int64_t i = b * kBlock + r;
+      __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+      if (i < m) load32(x + i * ldx + s * kStep, k - s * kStep, lo, hi);
+      __m512 pl[P], ph[P];
+      bad |= split<P>(lo, pl) | split<P>(hi, ph);
+      for (int p = 0; p < P; ++p) rows[p][r] = pack_bf16(pl[p], ph[p]);
+    }
+    uint16_t* dst = xp + (b * ks + s) * P * kTile;
+    for (int p = 0; p < P; ++p) {
+      transpose16(rows[p]);
+      for (int kk = 0; kk < 16; ++kk)
+        _mm512_storeu_si512(dst + p * kTile + kk * kStep, rows[p][kk]);
+    }
+  }
+  return bad != 0;
+}
+
+// The tile registers: C (rows of W block i, rows of x block j) in tmm 2i + j; A (W) in 4, 5;
+// B (x) in 6, 7.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void configure() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  _tile_loadconfig(&c);
+}
+
+// C tiles over the steps: rows of W blocks 0, 1 x rows of x blocks 0..MB-1 (MB = 1 or 2); the
+// products of amx_gemm.hpp for XP planes of x, ordered so that consecutive products share a
+// loaded operand. w0 / x0: the first step's tiles of W block 0 / x
+// block 0; wnext / xnext: elements to block 1.
+template <int XP, int MB>
+void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext, int64_t steps) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* w = w0 + s * kWPlanes * kTile;
+    const uint16_t* x = x0 + s * XP * kTile;
+    auto load_w = [&](int plane) {
+      _tile_loadd(4, w + plane * kTile, 64);
+      _tile_loadd(5, w + plane * kTile + wnext, 64);
+    };
+    auto load_x = [&](int plane) {
+      _tile_loadd(6, x + plane * kTile, 64);
+      if constexpr (MB == 2) _tile_loadd(7, x + plane * kTile + xnext, 64);
+    };
+    auto dp = [] {
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (MB == 2) _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (MB == 2) _tile_dpbf16ps(3, 5, 7);
+    };
+    if constexpr (XP == 1) {  // (0,0) (1,0)
+      load_x(0);
+      load_w(0), dp();
+      load_w(1), dp();
+    } else {  // (0,0) (1,0) (0,1)
+      load_x(0), load_w(0), dp();
+      load_w(1), dp();
+      load_x(1), load_w(0), dp();
+    }
+  }
+}
+
+template <int XP, int MB>
+void c_block(float* c, int64_t ldct, bool accumulate, const uint16_t* w0, int64_t wnext,
+             const uint16_t* x0, int64_t xnext, int64_t steps) {
+  const int64_t cstride = ldct * 4;
+  float* c1 = c + kBlock * ldct;
+  if (accumulate) {
+    _tile_loadd(0, c, cstride);
+    _tile_loadd(2, c1, cstride);
+    if constexpr (MB == 2) {
+      _tile_loadd(1, c + kBlock, cstride);
+      _tile_loadd(3, c1 + kBlock, cstride);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(2);
+    if constexpr (MB == 2) {
+      _tile_zero(1);
+      _tile_zero(3);
+    }
+  }
+  block<XP, MB>(w0, wnext, x0, xnext, steps);
+  _tile_stored(0, c, cstride);
+  _tile_stored(2, c1, cstride);
+  if constexpr (MB == 2) {
+    _tile_stored(1, c + kBlock, cstride);
+    _tile_stored(3, c1 + kBlock, cstride);
+  }
+}
+
+template <int XP>
+void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int64_t ks,
+             int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
+  // Steps per pass: a pair of x blocks over kSub steps (16 KB at two planes) stays in L1 while
+  // the W blocks of the tile go by.
+  constexpr int64_t kSub = 4;
+  const int64_t wnext = kcs * kWPlanes * kTile, xnext = ks * XP * kTile;
+  const int64_t mblocks = mp / kBlock;
+  for (int64_t sub = 0; sub < kcs; sub += kSub) {
+    const int64_t n = kcs - sub < kSub ? kcs - sub : kSub;
+    const bool acc = accumulate || sub > 0;
+    for (int64_t mb = 0; mb < mblocks; mb += 2) {
+      const uint16_t* x0 = xp + mb * xnext + (s0 + sub) * XP * kTile;
+      for (int64_t nb = 0; nb < rows_pad / kBlock; nb += 2) {
+        float* c = ct + nb * kBlock * ldct + mb * kBlock;
+        const uint16_t* w0 = wp + nb * wnext + sub * kWPlanes * kTile;
+        if (mb + 1 < mblocks)
+          c_block<XP, 2>(c, ldct, acc, w0, wnext, x0, xnext, n);
+        else
+          c_block<XP, 1>(c, ldct, acc, w0, wnext, x0, xnext, n);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int x_planes_for(DType x) {
+  return x == DType::bf16 ? 1 : x == DType::f16 ? 2 : 0;
+}
+
+int64_t x_elems(int64_t m, int64_t k, int planes) {
+  return round_up(m, kBlock) * round_up(k, kStep) * planes;
+}
+
+bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes,
+                  uint16_t* xp) {
+  return planes == 1 ? prep_x_block_p<1>(x, ldx, m, k, b, xp)
+                     : prep_x_block_p<2>(x, ldx, m, k, b, xp);
+}
+
+bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+             int64_t nb, int64_t s0) {
+  __mmask16 bad = 0;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kWPlanes * kTile + r * kStep;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kWPlanes * kTile) {
+      __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+      if (r < rows) load32(t + r * ld + c, ld - c, lo, hi);
+      __m512 pl[kWPlanes], ph[kWPlanes];
+      bad |= split<kWPlanes>(lo, pl) | split<kWPlanes>(hi, ph);
+      for (int p = 0; p < kWPlanes; ++p)
+        _mm512_storeu_si512(dst + p * kTile, pack_bf16(pl[p], ph[p]));
+    }
+  }
+  return bad != 0;
+}
+
+void gemm(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int x_planes,
+          int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
+  configure();
+  if (x_planes == 1)
+    gemm_xp<1>(wp, kcs, rows_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  else
+    gemm_xp<2>(wp, kcs, rows_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  _tile_release();
+}
+
+}  // namespace quanta::cpu::amx

@@ -1,0 +1,64 @@
+// M > 1, W [N, K], bf16 or f16 activations, on AMX tiles (TDPBF16PS: 16 x 16 f32 += 16 x 32
+// bf16 · 32 x 16 bf16; one every 16 cycles per core, 1024 flops a cycle against AVX-512's 64,
+// though with random data this CPU measured it at half that), where the CPU has AMX-BF16 and
+// AVX512-BF16 and Linux granted the tile state (amx_active()).
+//
+// Precision: each decoded weight w is two bf16 planes, w0 = w truncated to bf16 (sign and
+// exponent kept, so w - w0 is exact) and w1 = w - w0 rounded to bf16: w0 + w1 holds w to 2^-16
+// of |w|. bf16 x is one plane, f16 x two (exactly: 11 significand bits). The tiles' f32
+// accumulators sum w0·x0 + w1·x0 (+ w0·x1 for f16): rel-L2 ~4e-6 against the fp64 oracle, far
+// below the bf16 / f16 output's own rounding (2^-9 / 2^-11). f32 x would need three planes each
+// and six products for an f32-accurate sum; that measured 0.9-0.95x the AVX-512 tiled path, so
+// f32 activations do not come here (docs/perf-cpu.md).
+// A non-finite value keeps its class in plane 0 (NaN stays NaN) and a NaN remainder, so the
+// caller is told: prep_x_block and split_w report non-finite values and the caller runs the f32
+// path for them instead (an infinity would otherwise meet zero planes: inf · 0 = NaN where the
+// oracle has inf).
+//
+// Layouts (uint16_t bf16 bits), each tile 16 rows of 64 bytes in 1 KB (consecutive tiles fall
+// in different L1 sets; rows 2 KB apart put a whole tile in two sets and thrashed L1 at a third
+// of the tile rate):
+//   x: tiles [b][s][p] for row block b (rows 16b..16b+15, zero past M), K step s (K padded with
+//     zeros to a multiple of 32), plane p: row kk holds [x[r][32s + 2kk], x[r][32s + 2kk + 1]]
+//     for r = 0..15 (the B operand's pairs).
+//   W tile (per task and K block): tiles [nb][s][p], row r of the tile = row 16nb + r of W,
+//     elements 32s..32s+31 of the block.
+//   C: ct[n][m] f32 (the tiles' natural orientation: rows of W x rows of x).
+// Compiled with the AMX and AVX512-BF16 flags (src/CMakeLists.txt); called only when
+// amx_active().
+#pragma once
+
+#include <cstdint>
+
+#include "quanta/dtype.hpp"
+
+namespace quanta::cpu::amx {
+
+inline constexpr int64_t kBlock = 16;             // rows of x or W per tile
+inline constexpr int64_t kStep = 32;              // K per tile product
+inline constexpr int64_t kTile = kBlock * kStep;  // elements of a tile
+inline constexpr int kWPlanes = 2;
+
+// Planes of x for its dtype: 1 (bf16), 2 (f16), 0 for a dtype this path does not take.
+int x_planes_for(DType x);
+
+// Elements of x's tiles: round_up(m, 16) x round_up(k, 32) x planes.
+int64_t x_elems(int64_t m, int64_t k, int planes);
+
+// Row block b of x (m rows of k floats, stride ldx) into its tiles. True if a value was not
+// finite.
+bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes,
+                  uint16_t* xp);
+
+// Row block nb of a W tile kcs steps wide, steps [s0, s0 + cols_pad / 32), from 16 rows of an
+// f32 tile t (ld floats apart, the first `rows` of them valid, zero past the valid columns up to
+// cols_pad); rows past `rows` become zeros. True if a value was not finite.
+bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+             int64_t nb, int64_t s0);
+
+// ct[n][m] (+)= Σ_k W[n][k] · x[m][k] for n < rows_pad (multiple of 32), m < mp (multiple of 16),
+// over the kcs steps of a W tile against x's steps [s0, s0 + kcs) (ks steps per row block).
+void gemm(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int x_planes,
+          int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate);
+
+}  // namespace quanta::cpu::amx

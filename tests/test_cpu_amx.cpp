@@ -1,0 +1,204 @@
+// The AMX tile products (qmm_amx_avx512) against the fp64 oracle: every [N, K] format, x in
+// f16 and bf16 (two and one bf16 planes), M ragged for the 32-row blocks, N ragged for the
+// 128-row tasks, K past one K block and ragged within a tile step (fp8), one and two threads,
+// outputs poisoned first; non-finite activations and weights keep their class; f32 activations
+// and [K, N] are declined with a reason. Skips where the CPU has no AMX-BF16 (the tests then say
+// why). Timing lives in bench/cpu_probe.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpu/backend.hpp"
+#include "cpu/isa.hpp"
+#include "quanta/numeric.hpp"
+#include "quanta/ops.hpp"
+#include "quanta/reference.hpp"
+#include "test_util.hpp"
+
+namespace quanta {
+namespace {
+
+constexpr const char* kAmx = "qmm_amx_avx512";
+
+bool amx_here() {
+  return cpu::amx_active();
+}
+
+// Weights of `f` [N, K]: quantized from random values where quanta encodes the format, random
+// valid blocks otherwise (test::host_weights).
+QuantizedMatrix weights(const Format& f, int64_t n, int64_t k, DType t, uint32_t seed) {
+  return test::host_weights(f, t, n, k, Layout::nk, seed);
+}
+
+// y = x · Wᵀ by the AMX kernel, y poisoned first.
+test::Dense amx_y(const QuantizedMatrix& w, const test::Dense& x, int threads = 0) {
+  test::Dense y(x.dtype, x.rows, w.n);
+  y.poison();
+  Context ctx;
+  ctx.kernel = kAmx;
+  ctx.threads = threads;
+  matmul(x.view(), w, y.mut(), ctx);
+  return y;
+}
+
+// The kernel's y against the oracle.
+ref::Comparison run(const QuantizedMatrix& w, const test::Dense& x, int threads = 0) {
+  return ref::compare(amx_y(w, x, threads).view(), ref::matmul(x.view(), w), x.dtype);
+}
+
+class CpuAmx : public ::testing::TestWithParam<Format> {};
+
+TEST_P(CpuAmx, MatchesOracle) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const Format f = GetParam();
+  const bool fp8 = f.info().family == Family::fp8;
+  const int64_t N = 37, K = fp8 ? 1111 : 1280;
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix w = weights(f, N, K, t, 7);
+    for (int64_t m : {32, 33, 47, 64}) {
+      const test::Dense x = test::random_dense(t, m, K, 100 + static_cast<uint32_t>(m));
+      const ref::Comparison c = run(w, x);
+      EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " M=" << m << ": rel_l2 "
+                          << c.rel_l2 << " (bound " << rel_l2_bound(t) << "), non-finite "
+                          << c.nonfinite;
+      // f16 outputs round to ~3e-4: a lost second plane of W (its 2^-8 of each weight) would
+      // show well above 1e-3.
+      if (t == DType::f16) {
+        EXPECT_LT(c.rel_l2, 1e-3) << f.name() << " M=" << m;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, CpuAmx, ::testing::ValuesIn(all_formats()),
+                         [](const ::testing::TestParamInfo<Format>& i) {
+                           std::string s = i.param.name();
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+// Several 128-row tasks with a ragged last one, K over two K blocks, M past several 32-row
+// blocks, one and two threads: the same bits either way.
+TEST(CpuAmxEdges, TasksBlocksAndThreads) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  for (const Format& f : {Format::affine(4, 64), Format::gguf(Scheme::q6_K), Format::fp8_e4m3()}) {
+    const int64_t N = 301, K = f.info().family == Family::fp8 ? 2071 : 2304;
+    const QuantizedMatrix w = weights(f, N, K, DType::f16, 31);
+    const test::Dense x = test::random_dense(DType::f16, 77, K, 32);
+    std::vector<std::vector<unsigned char>> outs;
+    for (int threads : {1, 2}) {
+      const ref::Comparison c = run(w, x, threads);
+      EXPECT_TRUE(c.pass) << f.name() << " threads " << threads << ": rel_l2 " << c.rel_l2;
+      outs.push_back(amx_y(w, x, threads).bytes);
+    }
+    EXPECT_EQ(outs[0], outs[1]) << f.name();
+  }
+}
+
+// Activations far from 1 (bf16 holds f32's range), and non-finite ones, which send the call to
+// the f32 path: the result is non-finite exactly where the oracle's is.
+TEST(CpuAmxEdges, ExtremeAndNonFiniteActivations) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const Format f = Format::affine(4, 64);
+  const int64_t N = 40, K = 512, M = 32;
+  const DType t = DType::bf16;
+  const QuantizedMatrix w = weights(f, N, K, t, 3);
+  test::Dense x = test::random_dense(t, M, K, 5);
+  x.set(1 * K + 9, 1e-30f);
+  x.set(2 * K + 100, 2.5e4f);
+  x.set(3 * K + 7, 1e30f);
+  {
+    const ref::Comparison c = run(w, x);
+    EXPECT_TRUE(c.pass) << "rel_l2 " << c.rel_l2 << ", non-finite " << c.nonfinite;
+  }
+  x.set(4 * K + 7, std::nanf(""));
+  x.set(6 * K + 300, INFINITY);
+  x.set(9 * K + 200, -INFINITY);
+  const test::Dense y = amx_y(w, x);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      const double v = want[static_cast<std::size_t>(i * N + n)];
+      const float got = y.at(i * N + n);
+      EXPECT_EQ(std::isfinite(got), std::isfinite(v)) << "row " << i << " col " << n;
+      EXPECT_EQ(std::isnan(got), std::isnan(v)) << "row " << i << " col " << n;
+    }
+}
+
+// Weights that decode to infinity (E5M2 code 0x7c) or NaN (0x7f) send their task to the f32
+// path: the results' classes match the oracle's (inf, not the NaN of inf · a zero plane).
+TEST(CpuAmxEdges, NonFiniteWeights) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const int64_t N = 300, K = 256, M = 40;
+  const DType t = DType::f16;
+  QuantizedMatrix w = weights(Format::fp8_e5m2(), N, K, t, 8);
+  auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+  codes[2 * K + 17] = 0x7c;    // +inf, row 2
+  codes[140 * K + 9] = 0xfc;   // -inf, row 140 (another task)
+  codes[141 * K + 30] = 0x7f;  // NaN, row 141
+  const test::Dense x = test::random_dense(t, M, K, 9);
+  const test::Dense y = amx_y(w, x);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      const double v = want[static_cast<std::size_t>(i * N + n)];
+      const float got = y.at(i * N + n);
+      ASSERT_EQ(std::isnan(got), std::isnan(v)) << "row " << i << " col " << n;
+      ASSERT_EQ(std::isinf(got), std::isinf(v)) << "row " << i << " col " << n;
+      if (std::isfinite(v)) num += (got - v) * (got - v), den += v * v;
+    }
+  EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t));
+}
+
+// Grouped experts with bf16 x: an expert with 40 rows runs on AMX (the others, with fewer, on the
+// fused or tiled path), each against the oracle.
+TEST(CpuAmxEdges, GroupedExperts) {
+  const Format f = Format::affine(4, 64);
+  const int64_t E = 3, N = 72, K = 512, M = 52;
+  const DType t = DType::bf16;
+  const QuantizedMatrix stack = test::host_weights(f, t, N, K, Layout::nk, 41, E);
+  const test::Dense x = test::random_dense(t, M, K, 42);
+  std::vector<int32_t> ids(static_cast<std::size_t>(M));
+  for (int64_t i = 0; i < M; ++i)  // expert 1: 40 rows; 0: 9; 2: 3
+    ids[static_cast<std::size_t>(i)] = i < 40 ? 1 : (i < 49 ? 0 : 2);
+  test::Dense y(t, M, N);
+  y.poison();
+  Context ctx;
+  ctx.kernel = "gather_qmm_avx512";
+  if (!cpu::isa_supported(cpu::Isa::avx512)) ctx.kernel = "auto";
+  gather_matmul(x.view(), stack, ids.data(), y.mut(), ctx);
+  const ref::Comparison c = ref::compare(y.view(), ref::gather_matmul(x.view(), stack, ids), t);
+  EXPECT_TRUE(c.pass) << "rel_l2 " << c.rel_l2 << ", non-finite " << c.nonfinite;
+}
+
+// The rule, with or without AMX: a named kernel that cannot run says why.
+TEST(CpuAmxEdges, DeclinesWithAReason) {
+  const Format f = Format::affine(4, 64);
+  auto expect_declines = [](const QuantizedMatrix& w, const test::Dense& x,
+                            const std::string& why) {
+    test::Dense y(x.dtype, x.rows, w.n);
+    Context ctx;
+    ctx.kernel = kAmx;
+    test::expect_error([&] { matmul(x.view(), w, y.mut(), ctx); }, why);
+  };
+  const test::Dense xb = test::random_dense(DType::bf16, 32, 256, 2);
+  // Without AMX (or AVX-512) the reason names what is missing; the kernel's name is there too.
+  const bool here = amx_here();
+  expect_declines(test::host_weights(f, DType::bf16, 64, 256, Layout::kn, 1), xb,
+                  here ? "[N, K] layout only" : kAmx);
+  const QuantizedMatrix nk32 = weights(f, 64, 256, DType::f32, 4);
+  expect_declines(nk32, test::random_dense(DType::f32, 32, 256, 2),
+                  here ? "bf16 or f16 activations only" : kAmx);
+  // Turned off, the kernel declines (and auto takes the tiled path).
+  cpu::disable_amx(true);
+  expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);
+  cpu::disable_amx(false);
+}
+
+}  // namespace
+}  // namespace quanta
