@@ -1,9 +1,9 @@
-// The AMX tile products (qmm_amx_avx512) against the fp64 oracle: every [N, K] format, x in
-// f16 and bf16 (two and one bf16 planes), M ragged for the 32-row blocks, N ragged for the
-// 128-row tasks, K past one K block and ragged within a tile step (fp8), one and two threads,
-// outputs poisoned first; non-finite activations and weights keep their class; f32 activations
-// and [K, N] are declined with a reason. Skips where the CPU has no AMX-BF16 (the tests then say
-// why). Timing lives in bench/cpu_probe.
+// The AMX tile products (qmm_amx_avx512) against the fp64 oracle: every format, W [N, K] and
+// [K, N], x in f16 and bf16 (two and one bf16 planes), M ragged for the 32-row blocks, N ragged
+// for the 128-row or -column tasks, K past one K block and ragged within a tile step (fp8), one
+// and two threads, outputs poisoned first; non-finite activations and weights keep their class;
+// f32 activations are declined with a reason. Skips where the CPU has no AMX-BF16 (the tests then
+// say why). Timing lives in bench/cpu_probe.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,13 +27,30 @@ bool amx_here() {
   return cpu::amx_active();
 }
 
-// Weights of `f` [N, K]: quantized from random values where quanta encodes the format, random
-// valid blocks otherwise (test::host_weights).
-QuantizedMatrix weights(const Format& f, int64_t n, int64_t k, DType t, uint32_t seed) {
-  return test::host_weights(f, t, n, k, Layout::nk, seed);
+// Weights of `f`: quantized from random values where quanta encodes the format, random valid
+// blocks otherwise (test::host_weights).
+QuantizedMatrix weights(const Format& f, int64_t n, int64_t k, DType t, uint32_t seed,
+                        Layout layout = Layout::nk) {
+  return test::host_weights(f, t, n, k, layout, seed);
 }
 
-// y = x · Wᵀ by the AMX kernel, y poisoned first.
+// N for W [K, N]: past one 128-column task, ragged, and N · bits a multiple of 32.
+int64_t kn_columns(int bits) {
+  switch (bits) {
+    case 3:
+    case 5:
+      return 160;
+    case 2:
+    case 6:
+      return 144;
+    case 4:
+      return 136;
+    default:
+      return 132;
+  }
+}
+
+// y = x · W by the AMX kernel, y poisoned first.
 test::Dense amx_y(const QuantizedMatrix& w, const test::Dense& x, int threads = 0) {
   test::Dense y(x.dtype, x.rows, w.n);
   y.poison();
@@ -55,19 +72,24 @@ TEST_P(CpuAmx, MatchesOracle) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   const Format f = GetParam();
   const bool fp8 = f.info().family == Family::fp8;
-  const int64_t N = 37, K = fp8 ? 1111 : 1280;
-  for (DType t : {DType::f16, DType::bf16}) {
-    const QuantizedMatrix w = weights(f, N, K, t, 7);
-    for (int64_t m : {32, 33, 47, 64}) {
-      const test::Dense x = test::random_dense(t, m, K, 100 + static_cast<uint32_t>(m));
-      const ref::Comparison c = run(w, x);
-      EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " M=" << m << ": rel_l2 "
-                          << c.rel_l2 << " (bound " << rel_l2_bound(t) << "), non-finite "
-                          << c.nonfinite;
-      // f16 outputs round to ~3e-4: a lost second plane of W (its 2^-8 of each weight) would
-      // show well above 1e-3.
-      if (t == DType::f16) {
-        EXPECT_LT(c.rel_l2, 1e-3) << f.name() << " M=" << m;
+  const int64_t K = fp8 ? 1111 : 1280;
+  for (Layout layout : {Layout::nk, Layout::kn}) {
+    if (layout == Layout::kn && !f.info().kn_layout) continue;
+    const int64_t N = layout == Layout::nk ? 37 : kn_columns(f.bits);
+    for (DType t : {DType::f16, DType::bf16}) {
+      const QuantizedMatrix w = weights(f, N, K, t, 7, layout);
+      for (int64_t m : {32, 33, 47, 64}) {
+        const test::Dense x = test::random_dense(t, m, K, 100 + static_cast<uint32_t>(m));
+        const ref::Comparison c = run(w, x);
+        const char* l = layout == Layout::nk ? " [N, K] " : " [K, N] ";
+        EXPECT_TRUE(c.pass) << f.name() << l << dtype_name(t) << " M=" << m << ": rel_l2 "
+                            << c.rel_l2 << " (bound " << rel_l2_bound(t) << "), non-finite "
+                            << c.nonfinite;
+        // f16 outputs round to ~3e-4: a lost second plane of W (its 2^-8 of each weight) would
+        // show well above 1e-3.
+        if (t == DType::f16) {
+          EXPECT_LT(c.rel_l2, 1e-3) << f.name() << l << "M=" << m;
+        }
       }
     }
   }
@@ -85,14 +107,23 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, CpuAmx, ::testing::ValuesIn(all_formats()),
 // blocks, one and two threads: the same bits either way.
 TEST(CpuAmxEdges, TasksBlocksAndThreads) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
-  for (const Format& f : {Format::affine(4, 64), Format::gguf(Scheme::q6_K), Format::fp8_e4m3()}) {
-    const int64_t N = 301, K = f.info().family == Family::fp8 ? 2071 : 2304;
-    const QuantizedMatrix w = weights(f, N, K, DType::f16, 31);
+  struct C {
+    Format f;
+    Layout layout;
+  };
+  for (const C& c : {C{Format::affine(4, 64), Layout::nk},
+                     C{Format::gguf(Scheme::q6_K), Layout::nk}, C{Format::fp8_e4m3(), Layout::nk},
+                     C{Format::affine(4, 64), Layout::kn}, C{Format::mxfp8(), Layout::kn}}) {
+    const Format& f = c.f;
+    const bool kn = c.layout == Layout::kn;
+    const int64_t N = kn ? 296 : 301, K = f.info().family == Family::fp8 ? 2071 : 2304;
+    const QuantizedMatrix w = weights(f, N, K, DType::f16, 31, c.layout);
     const test::Dense x = test::random_dense(DType::f16, 77, K, 32);
     std::vector<std::vector<unsigned char>> outs;
     for (int threads : {1, 2}) {
-      const ref::Comparison c = run(w, x, threads);
-      EXPECT_TRUE(c.pass) << f.name() << " threads " << threads << ": rel_l2 " << c.rel_l2;
+      const ref::Comparison cmp = run(w, x, threads);
+      EXPECT_TRUE(cmp.pass) << f.name() << (kn ? " [K, N]" : "") << " threads " << threads
+                            << ": rel_l2 " << cmp.rel_l2;
       outs.push_back(amx_y(w, x, threads).bytes);
     }
     EXPECT_EQ(outs[0], outs[1]) << f.name();
@@ -135,24 +166,29 @@ TEST(CpuAmxEdges, NonFiniteWeights) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   const int64_t N = 300, K = 256, M = 40;
   const DType t = DType::f16;
-  QuantizedMatrix w = weights(Format::fp8_e5m2(), N, K, t, 8);
-  auto* codes = reinterpret_cast<uint8_t*>(w.codes);
-  codes[2 * K + 17] = 0x7c;    // +inf, row 2
-  codes[140 * K + 9] = 0xfc;   // -inf, row 140 (another task)
-  codes[141 * K + 30] = 0x7f;  // NaN, row 141
-  const test::Dense x = test::random_dense(t, M, K, 9);
-  const test::Dense y = amx_y(w, x);
-  const std::vector<double> want = ref::matmul(x.view(), w);
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t n = 0; n < N; ++n) {
-      const double v = want[static_cast<std::size_t>(i * N + n)];
-      const float got = y.at(i * N + n);
-      ASSERT_EQ(std::isnan(got), std::isnan(v)) << "row " << i << " col " << n;
-      ASSERT_EQ(std::isinf(got), std::isinf(v)) << "row " << i << " col " << n;
-      if (std::isfinite(v)) num += (got - v) * (got - v), den += v * v;
-    }
-  EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t));
+  for (Layout layout : {Layout::nk, Layout::kn}) {
+    QuantizedMatrix w = weights(Format::fp8_e5m2(), N, K, t, 8, layout);
+    auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+    auto at = [&](int64_t n, int64_t k) -> uint8_t& {
+      return codes[layout == Layout::nk ? n * K + k : k * N + n];
+    };
+    at(2, 17) = 0x7c;    // +inf, row (column) 2
+    at(140, 9) = 0xfc;   // -inf, another task
+    at(141, 30) = 0x7f;  // NaN
+    const test::Dense x = test::random_dense(t, M, K, 9);
+    const test::Dense y = amx_y(w, x);
+    const std::vector<double> want = ref::matmul(x.view(), w);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t n = 0; n < N; ++n) {
+        const double v = want[static_cast<std::size_t>(i * N + n)];
+        const float got = y.at(i * N + n);
+        ASSERT_EQ(std::isnan(got), std::isnan(v)) << "row " << i << " col " << n;
+        ASSERT_EQ(std::isinf(got), std::isinf(v)) << "row " << i << " col " << n;
+        if (std::isfinite(v)) num += (got - v) * (got - v), den += v * v;
+      }
+    EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t));
+  }
 }
 
 // Grouped experts with bf16 x: an expert with 40 rows runs on AMX (the others, with fewer, on the
@@ -189,8 +225,6 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   const test::Dense xb = test::random_dense(DType::bf16, 32, 256, 2);
   // Without AMX (or AVX-512) the reason names what is missing; the kernel's name is there too.
   const bool here = amx_here();
-  expect_declines(test::host_weights(f, DType::bf16, 64, 256, Layout::kn, 1), xb,
-                  here ? "[N, K] layout only" : kAmx);
   const QuantizedMatrix nk32 = weights(f, 64, 256, DType::f32, 4);
   expect_declines(nk32, test::random_dense(DType::f32, 32, 256, 2),
                   here ? "bf16 or f16 activations only" : kAmx);

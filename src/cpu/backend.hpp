@@ -18,8 +18,8 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
 //   Path::gemv  M <= fused_max_rows streams the packed weights through registers (fused GEMV,
 //               once per four rows of x); other M run the tiled path.
 //   Path::tiled decodes tiles of W to f32 in cache and reuses them across the M rows.
-//   Path::amx   W [N, K], bf16/f16 x, with amx_active(): the tiles as bf16 planes on AMX tile
-//               products (src/cpu/x86/amx_gemm.hpp); any other problem runs as Path::tiled.
+//   Path::amx   bf16/f16 x with amx_active(): the tiles as bf16 planes on AMX tile products
+//               (src/cpu/x86/amx_gemm.hpp); any other problem runs as Path::tiled.
 //               Path::gemv takes it too for M >= kAmxMinRows (the grouped experts' rows).
 enum class Path : uint8_t { gemv, tiled, amx };
 inline constexpr int64_t kGemvMaxRows = 8;

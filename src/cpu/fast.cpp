@@ -272,6 +272,25 @@ void packed_task(const IsaKernels& kr, const WeightPlan& w, const float* x, int6
   }
 }
 
+// W [K, N]: columns per task of the tiled path.
+constexpr int64_t kKnCols = 256;
+
+int64_t kn_task_floats(int64_t k) {
+  return std::min(kTileKn, k) * kKnCols;
+}
+
+// y[i][n0 + j] for columns j < cols (<= kKnCols) of W [K, N]: a kn tile per K block, the
+// outer-product micro-kernel over every row of x.
+void kn_task(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
+             float* y, int64_t ldy, int64_t n0, int64_t cols, float* tile) {
+  const int64_t kc = std::min(kTileKn, w.k);
+  for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
+    const int64_t kk = std::min(kc, w.k - k0);
+    kr.decode_kn(w, k0, kk, n0, cols, tile, kKnCols);
+    kr.gemm_kn(x + k0, ldx, m, tile, kKnCols, cols, kk, y + n0, ldy, k0 > 0);
+  }
+}
+
 void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ldx, int64_t m,
            float* y, int64_t ldy, int threads) {
   const int workers = workers_for(threads, w.n * w.k * m);
@@ -307,33 +326,29 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
     });
     return;
   }
-  const int64_t kc = std::min(kTileKn, w.k), nc = 256, ld = nc;
-  const int64_t tasks = (w.n + nc - 1) / nc;
+  const int64_t tasks = (w.n + kKnCols - 1) / kKnCols;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
   std::vector<Buffer> tiles;
-  for (int i = 0; i < used; ++i) tiles.emplace_back(kc * ld);
+  for (int i = 0; i < used; ++i) tiles.emplace_back(kn_task_floats(w.k));
   parallel_for(tasks, used, [&](int64_t t, int worker) {
-    const int64_t n0 = t * nc, cols = std::min(nc, w.n - n0);
-    float* tile = tiles[static_cast<std::size_t>(worker)].get();
-    for (int64_t k0 = 0; k0 < w.k; k0 += kc) {
-      const int64_t kk = std::min(kc, w.k - k0);
-      kr.decode_kn(w, k0, kk, n0, cols, tile, ld);
-      kr.gemm_kn(x + k0, ldx, m, tile, ld, cols, kk, y + n0, ldy, k0 > 0);
-    }
+    const int64_t n0 = t * kKnCols;
+    kn_task(kr, w, x, ldx, m, y, ldy, n0, std::min(kKnCols, w.n - n0),
+            tiles[static_cast<std::size_t>(worker)].get());
   });
 }
 
 #if defined(QUANTA_CPU_X86)
-// W [N, K] on AMX tile products: x cut into bf16 planes once (amx_gemm.hpp), then per task of
-// kAmxN rows of W and per K block: the tile decoded to f32 16 rows x kPackChunk at a time (in
-// L1) and cut into three bf16 planes, the tile products over every row of x accumulated in
-// ct[n][m], which is transposed into y at the end.
+// On AMX tile products: x cut into bf16 planes once (amx_gemm.hpp), then per task of kAmxN rows
+// (W [N, K]) or columns (W [K, N]) of W and per K block: the tile decoded to f32 in L1-sized
+// pieces (16 rows x kPackChunk, or 32 rows along K) and cut into two bf16 planes, the tile
+// products over every row of x accumulated in ct, which goes to y at the end.
 // K block and rows of W per task: 128 x 1024 and 256 x 512 measured alike (q4_0, bf16 x, M = 64,
 // 256, 512), 128 x 512 0.85-0.9x, 64 x 2048 within the spread (docs/perf-cpu.md).
 constexpr int64_t kAmxK = 1024, kAmxN = 128;
 
 void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                int threads, int x_planes) {
+  const bool kn = w.layout == Layout::kn;
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t K = w.k, kp = round_up(K, amx::kStep), ks = kp / amx::kStep;
   const int64_t mp = round_up(m, amx::kBlock);
@@ -341,7 +356,7 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
       new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, x_planes))]);
   std::atomic<bool> x_nonfinite{false};
   parallel_for(mp / amx::kBlock, workers, [&](int64_t b, int) {
-    if (amx::prep_x_block(x, K, m, K, b, x_planes, xp.get())) x_nonfinite = true;
+    if (amx::prep_x_block(x, K, m, K, b, x_planes, kn, xp.get())) x_nonfinite = true;
   });
   if (x_nonfinite) {  // an infinity would meet the zero planes (amx_gemm.hpp): the f32 path
     tiled(kr, w, x, K, m, y, w.n, threads);
@@ -350,6 +365,7 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   const int64_t kc = std::min(kAmxK, kp), nc = kAmxN, chunk = kr.pack_chunk;
   const int64_t tasks = (w.n + nc - 1) / nc;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  const int64_t f32_floats = kn ? amx::kStep * nc : amx::kBlock * chunk;
   struct Scratch {
     std::unique_ptr<uint16_t[]> wp;
     Buffer f32, ct;
@@ -358,33 +374,43 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   for (int i = 0; i < used; ++i)
     scratch.push_back({std::unique_ptr<uint16_t[]>(
                            new uint16_t[static_cast<std::size_t>(nc * kc * amx::kWPlanes)]),
-                       Buffer(amx::kBlock * chunk), Buffer(nc * mp)});
-  // Tasks whose weights hold an infinity or a NaN (fp8 codes, GGUF scales) run packed_task
+                       Buffer(f32_floats), Buffer(nc * mp)});
+  // Tasks whose weights hold an infinity or a NaN (fp8 codes, GGUF scales) run the f32 path
   // after the others.
   std::vector<int64_t> nonfinite_tasks;
   nonfinite_tasks.reserve(static_cast<std::size_t>(tasks));  // no allocation inside the workers
   std::mutex nonfinite_mutex;
   parallel_for(tasks, used, [&](int64_t t, int worker) {
     Scratch& sc = scratch[static_cast<std::size_t>(worker)];
-    const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
-    const int64_t rows_pad = round_up(rows, 2 * amx::kBlock);
+    const int64_t n0 = t * nc,
+                  rows = std::min(nc, w.n - n0);  // rows of W [N, K], columns of [K, N]
+    const int64_t w_pad = round_up(rows, 2 * amx::kBlock);
     bool w_nonfinite = false;
     for (int64_t k0 = 0; k0 < kp && !w_nonfinite; k0 += kc) {
       const int64_t kcp = std::min(kc, kp - k0), kcs = kcp / amx::kStep;
-      for (int64_t r0 = 0; r0 < rows_pad; r0 += amx::kBlock) {
-        const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
-        for (int64_t kb = 0; kb < kcp; kb += chunk) {
-          const int64_t cols = std::min(chunk, kcp - kb);
-          const int64_t valid = std::clamp(K - k0 - kb, int64_t{0}, cols);
-          if (rr > 0 && valid > 0)
-            kr.decode_nk(w, n0 + r0, rr, k0 + kb, valid, sc.f32.get(), chunk);
-          w_nonfinite |= amx::split_w(sc.f32.get(), chunk, valid > 0 ? rr : 0, cols, sc.wp.get(),
-                                      kcs, r0 / amx::kBlock, kb / amx::kStep);
+      if (kn) {
+        for (int64_t s = 0; s < kcs; ++s) {
+          const int64_t k1 = k0 + s * amx::kStep;
+          const int64_t valid = std::clamp(K - k1, int64_t{0}, amx::kStep);
+          if (valid > 0) kr.decode_kn(w, k1, valid, n0, rows, sc.f32.get(), nc);
+          w_nonfinite |= amx::split_w_kn(sc.f32.get(), nc, valid, w_pad, sc.wp.get(), kcs, s);
+        }
+      } else {
+        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
+          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+          for (int64_t kb = 0; kb < kcp; kb += chunk) {
+            const int64_t cols = std::min(chunk, kcp - kb);
+            const int64_t valid = std::clamp(K - k0 - kb, int64_t{0}, cols);
+            if (rr > 0 && valid > 0)
+              kr.decode_nk(w, n0 + r0, rr, k0 + kb, valid, sc.f32.get(), chunk);
+            w_nonfinite |= amx::split_w(sc.f32.get(), chunk, valid > 0 ? rr : 0, cols, sc.wp.get(),
+                                        kcs, r0 / amx::kBlock, kb / amx::kStep);
+          }
         }
       }
       if (!w_nonfinite)
-        amx::gemm(sc.wp.get(), kcs, rows_pad, xp.get(), x_planes, ks, mp, k0 / amx::kStep,
-                  sc.ct.get(), mp, k0 > 0);
+        amx::gemm(sc.wp.get(), kcs, w_pad, xp.get(), x_planes, kn, ks, mp, k0 / amx::kStep,
+                  sc.ct.get(), kn ? nc : mp, k0 > 0);
     }
     if (w_nonfinite) {
       const std::lock_guard<std::mutex> lock(nonfinite_mutex);
@@ -393,16 +419,21 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
     }
     const float* ct = sc.ct.get();
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = ct[j * mp + i];
+      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = kn ? ct[i * nc + j] : ct[j * mp + i];
   });
   if (nonfinite_tasks.empty()) return;
   std::vector<Buffer> fallback;
-  for (int i = 0; i < used; ++i) fallback.emplace_back(packed_task_floats(kr, K));
+  for (int i = 0; i < used; ++i)
+    fallback.emplace_back(kn ? kn_task_floats(K) : packed_task_floats(kr, K));
   parallel_for(static_cast<int64_t>(nonfinite_tasks.size()), used, [&](int64_t i, int worker) {
     const int64_t n0 = nonfinite_tasks[static_cast<std::size_t>(i)] * nc;
-    for (int64_t j = n0; j < std::min(n0 + nc, w.n); j += kPackN)
-      packed_task(kr, w, x, K, m, y, w.n, j, std::min(kPackN, w.n - j),
-                  fallback[static_cast<std::size_t>(worker)].get());
+    float* f = fallback[static_cast<std::size_t>(worker)].get();
+    static_assert(kAmxN <= kKnCols);
+    if (kn)
+      kn_task(kr, w, x, K, m, y, w.n, n0, std::min(nc, w.n - n0), f);
+    else
+      for (int64_t j = n0; j < std::min(n0 + nc, w.n); j += kPackN)
+        packed_task(kr, w, x, K, m, y, w.n, j, std::min(kPackN, w.n - j), f);
   });
 }
 #endif
@@ -435,16 +466,6 @@ bool gemv_kn_packed(const IsaKernels& kr, const WeightPlan& plan, const float* x
 
 void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, int64_t m, float* y,
          int threads, int x_planes) {
-#if defined(QUANTA_CPU_X86)
-  // Path::amx, and the grouped experts' (Path::gemv) rows past the fused range where AMX pays.
-  const bool amx_path = path == Path::amx || (path == Path::gemv && m >= kAmxMinRows);
-  if (amx_path && w.layout == Layout::nk && &kr == &kAvx512Kernels && amx_active() &&
-      x_planes > 0) {
-    amx_tiled(kr, w, x, m, y, threads, x_planes);
-    return;
-  }
-#endif
-  if (path == Path::amx) path = Path::tiled;
   if (w.layout == Layout::kn && w.pack != nullptr) {
     if (path == Path::gemv && m <= kGemvMaxRows && gemv_kn_packed(kr, w, x, m, y, threads)) return;
     WeightPlan u = w;
@@ -452,6 +473,15 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
     run(kr, path, u, x, m, y, threads, x_planes);
     return;
   }
+#if defined(QUANTA_CPU_X86)
+  // Path::amx, and the grouped experts' (Path::gemv) rows past the fused range where AMX pays.
+  const bool amx_path = path == Path::amx || (path == Path::gemv && m >= kAmxMinRows);
+  if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes > 0) {
+    amx_tiled(kr, w, x, m, y, threads, x_planes);
+    return;
+  }
+#endif
+  if (path == Path::amx) path = Path::tiled;
   if (path == Path::gemv && w.layout == Layout::kn) {
     gemv_kn(kr, w, x, m, y, threads);
     return;

@@ -7,7 +7,6 @@
 
 #include <immintrin.h>
 
-
 namespace quanta::cpu::amx {
 
 namespace {
@@ -79,7 +78,8 @@ inline void load32(const float* p, int64_t n, __m512& a, __m512& b) {
   b = _mm512_maskz_loadu_ps(mask(n - 16), p + 16);
 }
 
-template <int P>
+// KN: x is the A operand (tile rows = rows of x), else the B operand (the pairs transposed).
+template <int P, bool KN>
 bool prep_x_block_p(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, uint16_t* xp) {
   const int64_t ks = round_up(k, kStep) / kStep;
   __mmask16 bad = 0;
@@ -95,7 +95,7 @@ bool prep_x_block_p(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b
     }
     uint16_t* dst = xp + (b * ks + s) * P * kTile;
     for (int p = 0; p < P; ++p) {
-      transpose16(rows[p]);
+      if constexpr (!KN) transpose16(rows[p]);
       for (int kk = 0; kk < 16; ++kk)
         _mm512_storeu_si512(dst + p * kTile + kk * kStep, rows[p][kk]);
     }
@@ -103,8 +103,9 @@ bool prep_x_block_p(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b
   return bad != 0;
 }
 
-// The tile registers: C (rows of W block i, rows of x block j) in tmm 2i + j; A (W) in 4, 5;
-// B (x) in 6, 7.
+// The tile registers: A in 4, 5 (operand blocks 0, 1), B in 6, 7, C (A block i, B block j) in
+// 2i + j. W [N, K] (KN false): A = W, B = x. W [K, N]: A = x, B = W. W always comes in pairs of
+// blocks (rows or columns padded to 32); x in one or two (MB).
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -121,27 +122,45 @@ void configure() {
   _tile_loadconfig(&c);
 }
 
-// C tiles over the steps: rows of W blocks 0, 1 x rows of x blocks 0..MB-1 (MB = 1 or 2); the
-// products of amx_gemm.hpp for XP planes of x, ordered so that consecutive products share a
-// loaded operand. w0 / x0: the first step's tiles of W block 0 / x
+// Whether C tile 2i + j is in use: both W blocks, MB x blocks.
+template <int MB, bool KN>
+constexpr bool c_used(int i, int j) {
+  return (KN ? i : j) < MB;
+}
+
+// C tiles over the steps: the products of amx_gemm.hpp for XP planes of x, ordered so that
+// consecutive products share a loaded operand. w0 / x0: the first step's tiles of W block 0 / x
 // block 0; wnext / xnext: elements to block 1.
-template <int XP, int MB>
+template <int XP, int MB, bool KN>
 void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext, int64_t steps) {
+  // The tile numbers are literal tokens: GCC's tile macros paste them into the assembly.
   for (int64_t s = 0; s < steps; ++s) {
     const uint16_t* w = w0 + s * kWPlanes * kTile;
     const uint16_t* x = x0 + s * XP * kTile;
     auto load_w = [&](int plane) {
-      _tile_loadd(4, w + plane * kTile, 64);
-      _tile_loadd(5, w + plane * kTile + wnext, 64);
+      const uint16_t* p = w + plane * kTile;
+      if constexpr (KN) {
+        _tile_loadd(6, p, 64);
+        _tile_loadd(7, p + wnext, 64);
+      } else {
+        _tile_loadd(4, p, 64);
+        _tile_loadd(5, p + wnext, 64);
+      }
     };
     auto load_x = [&](int plane) {
-      _tile_loadd(6, x + plane * kTile, 64);
-      if constexpr (MB == 2) _tile_loadd(7, x + plane * kTile + xnext, 64);
+      const uint16_t* p = x + plane * kTile;
+      if constexpr (KN) {
+        _tile_loadd(4, p, 64);
+        if constexpr (MB == 2) _tile_loadd(5, p + xnext, 64);
+      } else {
+        _tile_loadd(6, p, 64);
+        if constexpr (MB == 2) _tile_loadd(7, p + xnext, 64);
+      }
     };
     auto dp = [] {
       _tile_dpbf16ps(0, 4, 6);
-      if constexpr (MB == 2) _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (c_used<MB, KN>(0, 1)) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (c_used<MB, KN>(1, 0)) _tile_dpbf16ps(2, 5, 6);
       if constexpr (MB == 2) _tile_dpbf16ps(3, 5, 7);
     };
     if constexpr (XP == 1) {  // (0,0) (1,0)
@@ -156,37 +175,32 @@ void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext,
   }
 }
 
-template <int XP, int MB>
+// C tile 2i + j at c + 16 i rows + 16 j columns of ct.
+template <int XP, int MB, bool KN>
 void c_block(float* c, int64_t ldct, bool accumulate, const uint16_t* w0, int64_t wnext,
              const uint16_t* x0, int64_t xnext, int64_t steps) {
   const int64_t cstride = ldct * 4;
   float* c1 = c + kBlock * ldct;
   if (accumulate) {
     _tile_loadd(0, c, cstride);
-    _tile_loadd(2, c1, cstride);
-    if constexpr (MB == 2) {
-      _tile_loadd(1, c + kBlock, cstride);
-      _tile_loadd(3, c1 + kBlock, cstride);
-    }
+    if constexpr (c_used<MB, KN>(0, 1)) _tile_loadd(1, c + kBlock, cstride);
+    if constexpr (c_used<MB, KN>(1, 0)) _tile_loadd(2, c1, cstride);
+    if constexpr (MB == 2) _tile_loadd(3, c1 + kBlock, cstride);
   } else {
     _tile_zero(0);
-    _tile_zero(2);
-    if constexpr (MB == 2) {
-      _tile_zero(1);
-      _tile_zero(3);
-    }
+    if constexpr (c_used<MB, KN>(0, 1)) _tile_zero(1);
+    if constexpr (c_used<MB, KN>(1, 0)) _tile_zero(2);
+    if constexpr (MB == 2) _tile_zero(3);
   }
-  block<XP, MB>(w0, wnext, x0, xnext, steps);
+  block<XP, MB, KN>(w0, wnext, x0, xnext, steps);
   _tile_stored(0, c, cstride);
-  _tile_stored(2, c1, cstride);
-  if constexpr (MB == 2) {
-    _tile_stored(1, c + kBlock, cstride);
-    _tile_stored(3, c1 + kBlock, cstride);
-  }
+  if constexpr (c_used<MB, KN>(0, 1)) _tile_stored(1, c + kBlock, cstride);
+  if constexpr (c_used<MB, KN>(1, 0)) _tile_stored(2, c1, cstride);
+  if constexpr (MB == 2) _tile_stored(3, c1 + kBlock, cstride);
 }
 
-template <int XP>
-void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int64_t ks,
+template <int XP, bool KN>
+void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
              int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
   // Steps per pass: a pair of x blocks over kSub steps (16 KB at two planes) stays in L1 while
   // the W blocks of the tile go by.
@@ -198,13 +212,15 @@ void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* 
     const bool acc = accumulate || sub > 0;
     for (int64_t mb = 0; mb < mblocks; mb += 2) {
       const uint16_t* x0 = xp + mb * xnext + (s0 + sub) * XP * kTile;
-      for (int64_t nb = 0; nb < rows_pad / kBlock; nb += 2) {
-        float* c = ct + nb * kBlock * ldct + mb * kBlock;
+      for (int64_t nb = 0; nb < w_pad / kBlock; nb += 2) {
+        // ct[n][m] for W [N, K], ct[m][n] for W [K, N]
+        float* c =
+            KN ? ct + mb * kBlock * ldct + nb * kBlock : ct + nb * kBlock * ldct + mb * kBlock;
         const uint16_t* w0 = wp + nb * wnext + sub * kWPlanes * kTile;
         if (mb + 1 < mblocks)
-          c_block<XP, 2>(c, ldct, acc, w0, wnext, x0, xnext, n);
+          c_block<XP, 2, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
         else
-          c_block<XP, 1>(c, ldct, acc, w0, wnext, x0, xnext, n);
+          c_block<XP, 1, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
       }
     }
   }
@@ -220,10 +236,13 @@ int64_t x_elems(int64_t m, int64_t k, int planes) {
   return round_up(m, kBlock) * round_up(k, kStep) * planes;
 }
 
-bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes,
+bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes, bool kn,
                   uint16_t* xp) {
-  return planes == 1 ? prep_x_block_p<1>(x, ldx, m, k, b, xp)
-                     : prep_x_block_p<2>(x, ldx, m, k, b, xp);
+  if (kn)
+    return planes == 1 ? prep_x_block_p<1, true>(x, ldx, m, k, b, xp)
+                       : prep_x_block_p<2, true>(x, ldx, m, k, b, xp);
+  return planes == 1 ? prep_x_block_p<1, false>(x, ldx, m, k, b, xp)
+                     : prep_x_block_p<2, false>(x, ldx, m, k, b, xp);
 }
 
 bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
@@ -243,13 +262,46 @@ bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
   return bad != 0;
 }
 
-void gemm(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int x_planes,
+bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp,
+                int64_t kcs, int64_t s) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __mmask16 bad = 0;
+  for (int64_t c = 0; c < cols_pad; c += kBlock) {
+    uint16_t* dst = wp + (c / kBlock * kcs + s) * kWPlanes * kTile;
+    for (int kk = 0; kk < 16; ++kk) {
+      const __m512 a = 2 * kk < rows ? _mm512_loadu_ps(t + 2 * kk * ld + c) : _mm512_setzero_ps();
+      const __m512 b =
+          2 * kk + 1 < rows ? _mm512_loadu_ps(t + (2 * kk + 1) * ld + c) : _mm512_setzero_ps();
+      const __m512i ab = _mm512_castps_si512(a), bb = _mm512_castps_si512(b);
+      // Plane 0: both values truncated, a's bf16 in the low half of each dword.
+      _mm512_storeu_si512(dst + kk * kStep,
+                          _mm512_or_si512(_mm512_srli_epi32(ab, 16), _mm512_and_si512(bb, top)));
+      const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_and_si512(ab, top)));
+      const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_and_si512(bb, top)));
+      bad |= _mm512_cmp_ps_mask(ra, ra, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(rb, rb, _CMP_UNORD_Q);
+      // Plane 1: the remainders rounded to bf16, paired the same way.
+      const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(ra)));
+      const __m512i hi = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(rb)));
+      _mm512_storeu_si512(dst + kTile + kk * kStep, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+  }
+  return bad != 0;
+}
+
+void gemm(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes, bool kn,
           int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
   configure();
-  if (x_planes == 1)
-    gemm_xp<1>(wp, kcs, rows_pad, xp, ks, mp, s0, ct, ldct, accumulate);
-  else
-    gemm_xp<2>(wp, kcs, rows_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  if (kn) {
+    if (x_planes == 1)
+      gemm_xp<1, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+    else
+      gemm_xp<2, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  } else {
+    if (x_planes == 1)
+      gemm_xp<1, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+    else
+      gemm_xp<2, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  }
   _tile_release();
 }
 

@@ -1,5 +1,5 @@
-// M > 1, W [N, K], bf16 or f16 activations, on AMX tiles (TDPBF16PS: 16 x 16 f32 += 16 x 32
-// bf16 · 32 x 16 bf16; one every 16 cycles per core, 1024 flops a cycle against AVX-512's 64,
+// M > 1, W [N, K] or [K, N], bf16 or f16 activations, on AMX tiles (TDPBF16PS: 16 x 16 f32 += 16 x
+// 32 bf16 · 32 x 16 bf16; one every 16 cycles per core, 1024 flops a cycle against AVX-512's 64,
 // though with random data this CPU measured it at half that), where the CPU has AMX-BF16 and
 // AVX512-BF16 and Linux granted the tile state (amx_active()).
 //
@@ -24,6 +24,10 @@
 //   W tile (per task and K block): tiles [nb][s][p], row r of the tile = row 16nb + r of W,
 //     elements 32s..32s+31 of the block.
 //   C: ct[n][m] f32 (the tiles' natural orientation: rows of W x rows of x).
+//   W [K, N] (the tile the other way round, so that nothing is transposed): x's tiles hold rows
+//   of x (row r = x[16b + r][32s..32s+31], the A operand); W tile [nb][s][p] row kk holds the
+//   pairs (W[32s + 2kk][n], W[32s + 2kk + 1][n]) of columns n = 16nb..16nb+15 (the B operand);
+//   C: ct[m][n].
 // Compiled with the AMX and AVX512-BF16 flags (src/CMakeLists.txt); called only when
 // amx_active().
 #pragma once
@@ -45,9 +49,9 @@ int x_planes_for(DType x);
 // Elements of x's tiles: round_up(m, 16) x round_up(k, 32) x planes.
 int64_t x_elems(int64_t m, int64_t k, int planes);
 
-// Row block b of x (m rows of k floats, stride ldx) into its tiles. True if a value was not
-// finite.
-bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes,
+// Row block b of x (m rows of k floats, stride ldx) into its tiles: B-operand pairs for W
+// [N, K], A-operand rows for W [K, N] (kn). True if a value was not finite.
+bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes, bool kn,
                   uint16_t* xp);
 
 // Row block nb of a W tile kcs steps wide, steps [s0, s0 + cols_pad / 32), from 16 rows of an
@@ -56,9 +60,18 @@ bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, 
 bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
              int64_t nb, int64_t s0);
 
-// ct[n][m] (+)= Σ_k W[n][k] · x[m][k] for n < rows_pad (multiple of 32), m < mp (multiple of 16),
-// over the kcs steps of a W tile against x's steps [s0, s0 + kcs) (ks steps per row block).
-void gemm(const uint16_t* wp, int64_t kcs, int64_t rows_pad, const uint16_t* xp, int x_planes,
+// W [K, N]: step s of a W tile kcs steps wide, from 32 rows along K of an f32 tile t (ld floats
+// apart, the first `rows` valid; columns up to cols_pad, a multiple of 32, zero past N): for
+// each 16-column block, tile row kk holds the bf16 pairs (t[2kk][n], t[2kk + 1][n]) of the
+// plane (the B operand). True if a value was not finite.
+bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp,
+                int64_t kcs, int64_t s);
+
+// Over the kcs steps of a W tile (w_pad rows or columns of W, a multiple of 32) against x's steps
+// [s0, s0 + kcs) (ks steps per row block of x, mp rows, a multiple of 16):
+//   W [N, K]: ct[n][m] (+)= Σ_k W[n][k] · x[m][k]   (C tiles are rows of W x rows of x);
+//   W [K, N]: ct[m][n] (+)= Σ_k x[m][k] · W[k][n]   (kn; rows of x x columns of W).
+void gemm(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes, bool kn,
           int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate);
 
 }  // namespace quanta::cpu::amx
