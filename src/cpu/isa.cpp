@@ -232,13 +232,17 @@ void force_isa(std::optional<Isa> isa) {
 
 namespace {
 std::atomic<bool> g_vnni_off{false};
+std::atomic<bool> g_amx_off{false};
+
+// Whether the environment variable `name` is "0" (other values are ignored).
+bool env_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string_view(v) == "0";
+}
 }  // namespace
 
 bool vnni_active() {
-  static const bool env_off = [] {
-    const char* v = std::getenv("QUANTA_CPU_VNNI");
-    return v != nullptr && std::string_view(v) == "0";
-  }();
+  static const bool env_off = env_zero("QUANTA_CPU_VNNI");
   const CpuFeatures& f = cpu_features();
   return active_isa() == Isa::avx512 && f.avx512vnni && f.avx512vbmi && f.gfni && !env_off &&
          !g_vnni_off.load(std::memory_order_relaxed);
@@ -248,15 +252,8 @@ void disable_vnni(bool off) {
   g_vnni_off.store(off, std::memory_order_relaxed);
 }
 
-namespace {
-std::atomic<bool> g_amx_off{false};
-}  // namespace
-
 bool amx_active() {
-  static const bool env_off = [] {
-    const char* v = std::getenv("QUANTA_CPU_AMX");
-    return v != nullptr && std::string_view(v) == "0";
-  }();
+  static const bool env_off = env_zero("QUANTA_CPU_AMX");
   const CpuFeatures& f = cpu_features();
   return active_isa() == Isa::avx512 && f.amx_bf16 && f.avx512bf16 && !env_off &&
          !g_amx_off.load(std::memory_order_relaxed);
