@@ -177,8 +177,10 @@ int run(const Options& o) {
 #endif
   RoofBuffer roof_buf(o.roof_mb << 20);
   const RoofResult roof = read_roof(o.roof_mb << 20, threads, o.reps, roof_buf);
-  fmt::print("read roof ({} MB, {} threads, {}): median {:.2f} GB/s, best {:.2f} GB/s\n", o.roof_mb,
-             threads, roof.isa, roof.median_gbs, roof.best_gbs);
+  fmt::print(
+      "read roof ({} MB, {} threads, {}, prefetch choice {}): median {:.2f} GB/s, best {:.2f} "
+      "GB/s\n",
+      o.roof_mb, threads, roof.isa, roof.loop, roof.median_gbs, roof.best_gbs);
   Context ctx;
   ctx.threads = o.threads;
   ctx.kernel = o.kernel;
@@ -239,7 +241,7 @@ int run(const Options& o) {
             matmul(xv, w, yv, ctx);
             const double s1 =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (!o.hot || r == -2) rg = read_roof(o.roof_mb << 20, threads, 1, roof_buf).median_gbs;
+            if (!o.hot || r == -2) rg = roof_pass(o.roof_mb << 20, threads, roof.loop, roof_buf);
             if (r < 0) continue;
             ts.push_back(s1);
             roofs.push_back(rg);

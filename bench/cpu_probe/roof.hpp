@@ -7,6 +7,7 @@ namespace quanta::probe {
 
 struct RoofResult {
   double median_gbs = 0, best_gbs = 0;
+  int loop = 0;  // the prefetch choice with the fastest median (0 none, 1 L1, 2 L2)
   std::string isa;
 };
 
@@ -25,8 +26,13 @@ class RoofBuffer {
   std::size_t n_ = 0;
 };
 
-// Streams the first `bytes` of `buf` with `threads` threads, `reps` times; GB/s of the median
+// Streams the first `bytes` of `buf` with `threads` threads, `reps` times with each of the
+// three prefetch choices in turn; the choice with the fastest median, and GB/s of its median
 // and best run.
 RoofResult read_roof(std::size_t bytes, int threads, int reps, const RoofBuffer& buf);
+
+// One pass with prefetch choice `loop` (RoofResult::loop), in GB/s: the sample a kernel's run is
+// alternated with, so both are single runs and their medians compare like with like.
+double roof_pass(std::size_t bytes, int threads, int loop, const RoofBuffer& buf);
 
 }  // namespace quanta::probe

@@ -2,7 +2,9 @@
 // are made of, alone and beside vpdpbusd, so a kernel's instruction count can be set against
 // its measured time (docs/perf-cpu.md, "What one Zen 4 core issues"). Each case runs eight
 // independent chains (no latency bound for ops of latency <= 8) for a fixed number of rounds;
-// the clock comes from a chain of dependent scalar adds (one a cycle on every x86 core).
+// the clock comes from a chain of dependent 64-bit multiplies (3 cycles each on current x86
+// cores; a chain of adds of an immediate ran 2-4x the clock on the Emerald Rapids VM, whose
+// renamer folds them).
 // Usage: quanta_zmm_rates [--rounds N]   (pin it: taskset -c 1 quanta_zmm_rates)
 #include <immintrin.h>
 
@@ -20,14 +22,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Cycles per second from 4 dependent adds a round.
+// Cycles per second from 4 dependent imuls a round (latency 3).
 double clock_hz() {
-  constexpr long kRounds = 400'000'000;
-  uint64_t x = 0;
+  constexpr long kRounds = 100'000'000;
+  uint64_t x = 3;
   const auto t0 = std::chrono::steady_clock::now();
   for (long i = 0; i < kRounds; ++i)
-    __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
-  return 4.0 * kRounds / seconds_since(t0);
+    __asm__ volatile("imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0" : "+r"(x));
+  return 12.0 * kRounds / seconds_since(t0);
 }
 
 // Seconds per round of op(a[i], i) and other(b[i], i) over eight chains each (other may do
@@ -110,8 +112,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const double hz = clock_hz();
-  std::printf("clock %.2f GHz (dependent scalar adds); cycles per instruction over 8 chains\n",
-              hz / 1e9);
+  std::printf("clock %.2f GHz (dependent imuls); cycles per instruction over 8 chains\n", hz / 1e9);
   std::printf("%-16s %8s %14s\n", "instruction", "alone", "+ vpdpbusd");
   const Meter measure{rounds, hz};
   // clang-format off

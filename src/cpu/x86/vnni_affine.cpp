@@ -309,6 +309,10 @@ void prefetch(const uint8_t* p, bool l2) {
   else
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
+template <bool kL2>
+inline void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+}
 
 // The next pass's R rows as one run of bytes when they are consecutive in memory (else null):
 // prefetching that run in address order, R·(a block's bytes) per step, reads as one stream,
@@ -342,14 +346,15 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
   const __m512i lane_group = lane_groups<BITS, G>();
   alignas(64) float sc[R][M][kGroupBlock + 16];
   const uint8_t* rp[R];
-  const uint8_t* np[R];
   __m512 acc[R][M], bacc[R][M];
   for (int r = 0; r < R; ++r) {
     rp[r] = row_at(w, rows[r]);
-    np[r] = row_at(w, next[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  const uint8_t* seq = next_run<R>(w, next);
+  // Where the next pass's codes are prefetched from: one run of R rows when they are
+  // consecutive, else the current pass's own (harmless, and rare: the last rows), so the block
+  // loop below holds no branch on it.
+  const uint8_t* const seq = next_run<R>(w, next) ? next_run<R>(w, next) : rp[0];
   for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
     for (int r = 0; r < R; ++r) {
@@ -374,54 +379,70 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     // The next pass's scales and biases (short bursts the hardware prefetchers miss), a line
     // per block: all at once, they overflowed the L1's miss buffers and were dropped.
     const int64_t sc_lines = (cnt * sz + 63) / 64;
-    for (int64_t c = 0; c < vecs; ++c) {
-      if (c < sc_lines)
-        for (int r = 0; r < R; ++r) {
-          const int64_t ahead = (next[r] * ng + g0) * sz + c * 64;
-          prefetch(w.scales + ahead, w.prefetch_l2);
-          if constexpr (!kE2M1) prefetch(w.biases + ahead, w.prefetch_l2);
-        }
-      const int64_t off = off0 + c * kBlockBytes;
-      auto planes = [&](int m, __m512i(&xv)[6]) {
-        const uint8_t* xb = mp.planes[m] + pb0 + c * kPlaneBytes;
-        for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
-      };
-      auto codes = [&](int r, __m512i& c0, __m512i& c1) {
-        const uint8_t* pf = seq ? seq + R * off + r * kBlockBytes : np[r] + off;
-        for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch(pf + l, w.prefetch_l2);
-        block_codes<BITS, kE2M1, true>(rp[r] + off, c0, c1);
-      };
-      auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
-        const __m512 v = plane_dot<BITS, P>(c0, c1, xv);
-        const __m512 s = G == 128 ? _mm512_set1_ps(sc[r][m][c])
-                                  : _mm512_permutexvar_ps(
-                                        lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
-        acc[r][m] = _mm512_fmadd_ps(s, v, acc[r][m]);
-      };
-      if constexpr (M == 1) {
-        // The planes first, then each row's codes as it is dotted: from DRAM this order ran
-        // g64 3.5-3.7 ms against 4.2 with every row's codes loaded first (docs/perf-cpu.md).
-        __m512i xv[6];
-        planes(0, xv);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          __m512i c0, c1;
-          codes(r, c0, c1);
-          dot(r, 0, c0, c1, xv);
-        }
-      } else {
-        __m512i c0[R], c1[R];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) codes(r, c0[r], c1[r]);
-#pragma GCC unroll 4
-        for (int m = 0; m < M; ++m) {
+    // The prefetch hint is a template argument of the block loop: a branch on it per row and
+    // block made the compiler split the loop and spill the accumulators.
+    auto blocks = [&]<bool kL2>() {
+      // The sums in a local array (registers): the outer one, which the lambda only references,
+      // was stored back to the stack after every FMA.
+      __m512 sum[R][M];
+      for (int r = 0; r < R; ++r)
+        for (int m = 0; m < M; ++m) sum[r][m] = acc[r][m];
+      for (int64_t c = 0; c < vecs; ++c) {
+        if (c < sc_lines)
+          for (int r = 0; r < R; ++r) {
+            const int64_t ahead = (next[r] * ng + g0) * sz + c * 64;
+            prefetch<kL2>(w.scales + ahead);
+            if constexpr (!kE2M1) prefetch<kL2>(w.biases + ahead);
+          }
+        const int64_t off = off0 + c * kBlockBytes;
+        auto planes = [&](int m, __m512i(&xv)[6]) {
+          const uint8_t* xb = mp.planes[m] + pb0 + c * kPlaneBytes;
+          for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
+        };
+        auto codes = [&](int r, __m512i& c0, __m512i& c1) {
+          const uint8_t* pf = seq + R * off + r * kBlockBytes;
+          for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch<kL2>(pf + l);
+          block_codes<BITS, kE2M1, true>(rp[r] + off, c0, c1);
+        };
+        auto dot = [&](int r, int m, __m512i c0, __m512i c1, const __m512i(&xv)[6]) {
+          const __m512 v = plane_dot<BITS, P>(c0, c1, xv);
+          const __m512 s = G == 128
+                               ? _mm512_set1_ps(sc[r][m][c])
+                               : _mm512_permutexvar_ps(
+                                     lane_group, _mm512_loadu_ps(sc[r][m] + c * kGroupsPerVec));
+          sum[r][m] = _mm512_fmadd_ps(s, v, sum[r][m]);
+        };
+        if constexpr (M == 1) {
+          // The planes first, then each row's codes as it is dotted: from DRAM this order ran
+          // g64 3.5-3.7 ms against 4.2 with every row's codes loaded first (docs/perf-cpu.md).
           __m512i xv[6];
-          planes(m, xv);
+          planes(0, xv);
 #pragma GCC unroll 4
-          for (int r = 0; r < R; ++r) dot(r, m, c0[r], c1[r], xv);
+          for (int r = 0; r < R; ++r) {
+            __m512i c0, c1;
+            codes(r, c0, c1);
+            dot(r, 0, c0, c1, xv);
+          }
+        } else {
+          __m512i c0[R], c1[R];
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) codes(r, c0[r], c1[r]);
+#pragma GCC unroll 4
+          for (int m = 0; m < M; ++m) {
+            __m512i xv[6];
+            planes(m, xv);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) dot(r, m, c0[r], c1[r], xv);
+          }
         }
       }
-    }
+      for (int r = 0; r < R; ++r)
+        for (int m = 0; m < M; ++m) acc[r][m] = sum[r][m];
+    };
+    if (w.prefetch_l2)
+      blocks.template operator()<true>();
+    else
+      blocks.template operator()<false>();
   }
   const float global = kE4M3 ? w.global : 1.0f;
   for (int r = 0; r < R; ++r)
