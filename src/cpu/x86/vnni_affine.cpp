@@ -635,7 +635,8 @@ alignas(64) constexpr L kLegacy{};
 // block's int32 dot products belongs to GGUF block t / 4, so its d is widened straight into lane
 // t. Without a min the bias kOff·d·Σx joins the dot product before the scale, one FMA per row:
 // d·(2^e·v + kOff·Σx), kOff·Σx (made once per vector, shared by the R rows) in lanes 0, 4, 8, 12.
-template <class L, int R, int M, int P>
+// kL2: the prefetch hint (WeightPlan::prefetch_l2) as a template argument, as in affine_pass.
+template <class L, int R, int M, int P, bool kL2>
 void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr const L& k = kLegacy<L>;
@@ -644,28 +645,23 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
   const __m512i mask4 = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0);
   const uint8_t* rp[R];
-  const uint8_t* np[R];
   __m512 acc[R][M], bacc[R][M];
   for (int r = 0; r < R; ++r) {
     rp[r] = row_at(w, rows[r]);
-    np[r] = row_at(w, next[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  const uint8_t* seq = next_run<R>(w, next);
+  // The next pass's run, or the current pass's own rows when the next ones are not one run
+  // (the last rows only): no branch per row and vector.
+  const uint8_t* const seq = next_run<R>(w, next) ? next_run<R>(w, next) : rp[0];
   for (int64_t c = 0; c < vecs; ++c) {
     const int64_t off = c * kVecBytes;
     __m512i c0[R], c1[R];
     __m512 dv[R], mv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      if (seq) {
-        // The next pass's run: R·kVecBytes bytes per vector, a line each (row r's share).
-        constexpr int kLines = (R * kVecBytes + 63) / 64;
-        for (int l = r; l < kLines; l += R) prefetch(seq + R * off + 64 * l, w.prefetch_l2);
-      } else {
-        prefetch(np[r] + off, w.prefetch_l2);
-        prefetch(np[r] + off + 64, w.prefetch_l2);
-      }
+      // The next pass's run: R·kVecBytes bytes per vector, a line each (row r's share).
+      constexpr int kLines = (R * kVecBytes + 63) / 64;
+      for (int l = r; l < kLines; l += R) prefetch<kL2>(seq + R * off + 64 * l);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);
@@ -718,7 +714,10 @@ template <class L, int M, int P>
 void legacy_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   row_passes<M>(w, n0, n1, y, [&]<int R>(const int64_t* rows, const int64_t* next, float* out) {
-    legacy_pass<L, R, M, P>(w, rows, next, mp, out, ldy);
+    if (w.prefetch_l2)
+      legacy_pass<L, R, M, P, true>(w, rows, next, mp, out, ldy);
+    else
+      legacy_pass<L, R, M, P, false>(w, rows, next, mp, out, ldy);
   });
 }
 
