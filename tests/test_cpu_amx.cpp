@@ -1,9 +1,11 @@
 // The AMX tile products (qmm_amx_avx512) against the fp64 oracle: every format, W [N, K] and
 // [K, N], x in f16 and bf16 (two and one bf16 planes), M ragged for the 32-row blocks, N ragged
 // for the 128-row or -column tasks, K past one K block and ragged within a tile step (fp8), one
-// and two threads, outputs poisoned first; non-finite activations and weights keep their class;
-// f32 activations are declined with a reason. Skips where the CPU has no AMX-BF16 (the tests then
-// say why). Timing lives in bench/cpu_probe.
+// and two threads, outputs poisoned first; non-finite activations and weights keep their class.
+// f32 activations take the codes path (affine groups of 64 and 128 and mxfp4 in [N, K]: one
+// bf16 plane of exact values, x in three planes, scales per group) and are declined with a
+// reason for the others. Skips where the CPU has no AMX-BF16 (the tests then say why). Timing lives
+// in bench/cpu_probe.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -212,6 +214,59 @@ TEST(CpuAmxEdges, GroupedExperts) {
   EXPECT_TRUE(c.pass) << "rel_l2 " << c.rel_l2 << ", non-finite " << c.nonfinite;
 }
 
+// f32 x on the codes path: every affine width with groups of 64 and 128 (f32 scales, as x) and
+// mxfp4, N past one 128-row task and ragged, K over two K blocks (M = 32; M = 47 and 97 take
+// smaller ones), M ragged for the 32-row blocks, against the oracle at f32's bound; one and two
+// threads give the same bits.
+TEST(CpuAmxCodes, MatchesOracle) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  std::vector<Format> fs = {Format::mxfp4()};
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int g : {64, 128}) fs.push_back(Format::affine(bits, g));
+  const int64_t N = 165, K = 1280;
+  for (const Format& f : fs) {
+    const QuantizedMatrix w = weights(f, N, K, DType::f32, 11 + static_cast<uint32_t>(f.bits));
+    for (int64_t m : {32, 47, 97}) {
+      const test::Dense x = test::random_dense(DType::f32, m, K, 300 + static_cast<uint32_t>(m));
+      const ref::Comparison c = run(w, x);
+      EXPECT_TRUE(c.pass) << f.name() << " M=" << m << ": rel_l2 " << c.rel_l2 << " (bound "
+                          << rel_l2_bound(DType::f32) << "), non-finite " << c.nonfinite;
+      // Two planes of x (16 bits) would leave ~1e-5; three leave ~1e-7.
+      EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
+    }
+  }
+  const QuantizedMatrix w = weights(Format::affine(4, 64), 301, 2304, DType::f32, 5);
+  const test::Dense x = test::random_dense(DType::f32, 77, 2304, 6);
+  EXPECT_EQ(amx_y(w, x, 1).bytes, amx_y(w, x, 2).bytes);
+}
+
+// f32 x far from 1 and non-finite (the call goes to the f32 path), and weights whose scale is
+// infinite or NaN or whose fp8 code is NaN (their task goes there): classes as the oracle's.
+TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const int64_t N = 300, K = 512, M = 40;
+  QuantizedMatrix w = weights(Format::affine(4, 64), N, K, DType::f32, 3);
+  test::Dense x = test::random_dense(DType::f32, M, K, 5);
+  x.set(1 * K + 9, 1e-30f);
+  x.set(2 * K + 100, 2.5e4f);
+  x.set(3 * K + 7, 1e30f);
+  {
+    const ref::Comparison c = run(w, x);
+    EXPECT_TRUE(c.pass) << "rel_l2 " << c.rel_l2 << ", non-finite " << c.nonfinite;
+  }
+  auto* scales = reinterpret_cast<float*>(w.scales);
+  scales[2 * (K / 64) + 3] = INFINITY;  // row 2
+  scales[140 * (K / 64) + 1] = NAN;     // row 140, another task
+  expect_same_classes(amx_y(w, x), ref::matmul(x.view(), w));
+  x.set(4 * K + 7, std::nanf(""));
+  x.set(6 * K + 300, -INFINITY);
+  expect_same_classes(amx_y(w, x), ref::matmul(x.view(), w));
+  QuantizedMatrix w4 = weights(Format::mxfp4(), N, K, DType::f32, 4);
+  reinterpret_cast<uint8_t*>(w4.scales)[141 * (K / 32) + 3] = 0xff;  // a NaN scale, row 141
+  const test::Dense x4 = test::random_dense(DType::f32, M, K, 7);
+  expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
+}
+
 // The rule, with or without AMX: a named kernel that cannot run says why.
 TEST(CpuAmxEdges, DeclinesWithAReason) {
   const Format f = Format::affine(4, 64);
@@ -225,9 +280,13 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   const test::Dense xb = test::random_dense(DType::bf16, 32, 256, 2);
   // Without AMX (or AVX-512) the reason names what is missing; the kernel's name is there too.
   const bool here = amx_here();
-  const QuantizedMatrix nk32 = weights(f, 64, 256, DType::f32, 4);
-  expect_declines(nk32, test::random_dense(DType::f32, 32, 256, 2),
-                  here ? "bf16 or f16 activations only" : kAmx);
+  const test::Dense x32 = test::random_dense(DType::f32, 32, 256, 2);
+  expect_declines(weights(Format::gguf(Scheme::q4_0), 64, 256, DType::f32, 4), x32,
+                  here ? "f32 activations: affine groups of 64 or 128" : kAmx);
+  expect_declines(weights(Format::affine(4, 32), 64, 256, DType::f32, 4), x32,
+                  here ? "affine groups of 32 ran" : kAmx);
+  expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
+                  here ? "in [N, K], only" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

@@ -19,13 +19,22 @@ void dequantize_generic(const QuantizedMatrix& w, MatrixView out, const Context&
 //               once per four rows of x); other M run the tiled path.
 //   Path::tiled decodes tiles of W to f32 in cache and reuses them across the M rows.
 //   Path::amx   bf16/f16 x with amx_active(): the tiles as bf16 planes on AMX tile products
-//               (src/cpu/x86/amx_gemm.hpp); any other problem runs as Path::tiled.
+//               (src/cpu/x86/amx_gemm.hpp); f32 x where amx_codes_pays (the codes path);
+//               any other problem runs as Path::tiled.
 //               Path::gemv takes it too for M >= kAmxMinRows (the grouped experts' rows).
 enum class Path : uint8_t { gemv, tiled, amx };
 inline constexpr int64_t kGemvMaxRows = 8;
 // M from which the AMX tile products (Path::amx) run where the CPU has them: bf16 x at M = 16
 // ran 0.71-1.07x the AVX-512 tiled path, at M = 32 1.09-1.63x (docs/perf-cpu.md).
 inline constexpr int64_t kAmxMinRows = 32;
+// f32 x on AMX (the codes path, amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane,
+// a C tile per group): W [N, K] of the affine formats with groups of 64 or 128, and mxfp4, where
+// it measured faster than the AVX-512 tiled path; affine groups of 32 (a C tile every step) ran
+// 0.85-0.95x and stay there, as do the formats whose values are not exact small numbers.
+inline bool amx_codes_pays(Scheme s, int group, Layout layout) {
+  return layout == Layout::nk &&
+         ((s == Scheme::affine && (group == 64 || group == 128)) || s == Scheme::mxfp4);
+}
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
 // for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and
 // 8, 4096 x 14336: fused 4.6-5.9 ms, tiled 7.8-9.0 ms), and for the formats whose GEMV takes x

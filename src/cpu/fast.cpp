@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
 #include "format/dense.hpp"
+#include "format/minifloat.hpp"
 #if defined(QUANTA_CPU_X86)
 #include "cpu/x86/amx_gemm.hpp"
 #endif
@@ -346,6 +348,28 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
 // 256, 512), 128 x 512 0.85-0.9x, 64 x 2048 within the spread (docs/perf-cpu.md).
 constexpr int64_t kAmxK = 1024, kAmxN = 128;
 
+// The AMX tasks (kAmxN rows or columns of W each) whose weights hold a value that is not finite,
+// on the f32 path with `used` workers.
+void f32_tasks(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+               const std::vector<int64_t>& tasks, int used) {
+  if (tasks.empty()) return;
+  const bool kn = w.layout == Layout::kn;
+  const int64_t K = w.k, nc = kAmxN;
+  std::vector<Buffer> fallback;
+  for (int i = 0; i < used; ++i)
+    fallback.emplace_back(kn ? kn_task_floats(K) : packed_task_floats(kr, K));
+  parallel_for(static_cast<int64_t>(tasks.size()), used, [&](int64_t i, int worker) {
+    const int64_t n0 = tasks[static_cast<std::size_t>(i)] * nc;
+    float* f = fallback[static_cast<std::size_t>(worker)].get();
+    static_assert(kAmxN <= kKnCols);
+    if (kn)
+      kn_task(kr, w, x, K, m, y, w.n, n0, std::min(nc, w.n - n0), f);
+    else
+      for (int64_t j = n0; j < std::min(n0 + nc, w.n); j += kPackN)
+        packed_task(kr, w, x, K, m, y, w.n, j, std::min(kPackN, w.n - j), f);
+  });
+}
+
 void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                int threads, int x_planes) {
   const bool kn = w.layout == Layout::kn;
@@ -421,20 +445,111 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = kn ? ct[i * nc + j] : ct[j * mp + i];
   });
-  if (nonfinite_tasks.empty()) return;
-  std::vector<Buffer> fallback;
-  for (int i = 0; i < used; ++i)
-    fallback.emplace_back(kn ? kn_task_floats(K) : packed_task_floats(kr, K));
-  parallel_for(static_cast<int64_t>(nonfinite_tasks.size()), used, [&](int64_t i, int worker) {
-    const int64_t n0 = nonfinite_tasks[static_cast<std::size_t>(i)] * nc;
-    float* f = fallback[static_cast<std::size_t>(worker)].get();
-    static_assert(kAmxN <= kKnCols);
-    if (kn)
-      kn_task(kr, w, x, K, m, y, w.n, n0, std::min(nc, w.n - n0), f);
-    else
-      for (int64_t j = n0; j < std::min(n0 + nc, w.n); j += kPackN)
-        packed_task(kr, w, x, K, m, y, w.n, j, std::min(kPackN, w.n - j), f);
+  f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
+}
+
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) for f32 x, where amx_codes_pays (affine, mxfp4;
+// mxfp8 and any group of >= 32 would run correctly too). Per task (kAmxN rows of W) and K block:
+// the codes decoded by the engine from a copy of the plan
+// whose scales are ones and biases zeros (so the decode gives q, or the E2M1 / E4M3 value), the
+// block's scales and biases as f32 for the AVX side; then amx::gemm_codes over every row of x.
+void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
+                     int threads) {
+  const int workers = workers_for(threads, w.n * w.k * m);
+  const int64_t K = w.k, G = w.group, ng = K / G, ks = K / amx::kStep, gsteps = G / amx::kStep;
+  const int64_t mp = round_up(m, amx::kBlock);
+  constexpr int kXP = amx::kCodeXPlanes;
+  std::unique_ptr<uint16_t[]> xp(new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, kXP))]);
+  Buffer xsum(ng * mp);  // [g][m]: Σ x over group g (zero past m), for the biases
+  std::atomic<bool> x_nonfinite{false};
+  parallel_for(mp / amx::kBlock, workers, [&](int64_t b, int) {
+    if (amx::prep_x_block(x, K, m, K, b, kXP, false, xp.get())) x_nonfinite = true;
+    for (int64_t i = b * amx::kBlock; i < (b + 1) * amx::kBlock; ++i)
+      for (int64_t g = 0; g < ng; ++g) {
+        double s = 0;
+        if (i < m)
+          for (int64_t k = g * G; k < (g + 1) * G; ++k) s += x[i * K + k];
+        xsum.get()[g * mp + i] = static_cast<float>(s);
+      }
   });
+  if (x_nonfinite) {  // an infinity would meet the zero planes (amx_gemm.hpp): the f32 path
+    tiled(kr, w, x, K, m, y, w.n, threads);
+    return;
+  }
+  const bool mx = w.scheme != Scheme::affine;
+  // K block: x's three planes over it (6 bytes an element and row) kept to ~768 KB, so they stay
+  // in L2 across the tasks (M = 512 with 1024 ran 0.8-0.95x the tiled path).
+  const int64_t kc_rows = std::max<int64_t>(G, std::min<int64_t>(kAmxK, 131072 / mp) / G * G);
+  const int64_t kc = std::min(kc_rows, K), nc = kAmxN, chunk = kr.pack_chunk, gb = kc / G;
+  // The unit plan's scales (1, or E8M0 127 = 2^0) and biases, one per (row of a task, group).
+  const std::vector<float> ones(static_cast<std::size_t>(mx ? 0 : nc * ng), 1.0f);
+  const std::vector<float> zeros(static_cast<std::size_t>(mx ? 0 : nc * ng), 0.0f);
+  const std::vector<uint8_t> unit_e8m0(static_cast<std::size_t>(mx ? nc * ng : 0), 127);
+  const int64_t tasks = (w.n + nc - 1) / nc;
+  const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  struct Scratch {
+    std::unique_ptr<uint16_t[]> wp;
+    Buffer f32, ct, sb;
+  };
+  std::vector<Scratch> scratch;
+  for (int i = 0; i < used; ++i)
+    scratch.push_back({std::unique_ptr<uint16_t[]>(new uint16_t[static_cast<std::size_t>(nc * kc)]),
+                       Buffer(amx::kBlock * chunk), Buffer(nc * mp), Buffer(2 * nc * gb)});
+  std::vector<int64_t> nonfinite_tasks;  // scales or codes not finite: the f32 path
+  nonfinite_tasks.reserve(static_cast<std::size_t>(tasks));
+  std::mutex nonfinite_mutex;
+  parallel_for(tasks, used, [&](int64_t t, int worker) {
+    Scratch& sc = scratch[static_cast<std::size_t>(worker)];
+    const int64_t n0 = t * nc, rows = std::min(nc, w.n - n0);
+    const int64_t w_pad = round_up(rows, 2 * amx::kBlock);
+    WeightPlan u = w;  // the task's rows from 0, unit scales
+    u.codes = w.codes + n0 * w.row_bytes;
+    u.tail_row = w.tail_row - n0;
+    u.scale_dtype = DType::f32;
+    u.scales = mx ? unit_e8m0.data() : reinterpret_cast<const uint8_t*>(ones.data());
+    u.biases = mx ? nullptr : reinterpret_cast<const uint8_t*>(zeros.data());
+    std::fill(sc.ct.get(), sc.ct.get() + nc * mp, 0.0f);
+    float* sv = sc.sb.get();
+    float* bv = sv + nc * gb;
+    bool bad = false;
+    for (int64_t k0 = 0; k0 < K && !bad; k0 += kc) {
+      const int64_t kcp = std::min(kc, K - k0), kcs = kcp / amx::kStep, g0 = k0 / G;
+      // The block's scales and biases (zero past the task's rows), as the decode takes them.
+      for (int64_t r = 0; r < w_pad; ++r)
+        for (int64_t g = 0; g < kcp / G; ++g) {
+          float s = 0, b = 0;
+          if (r < rows) {
+            const std::size_t i = static_cast<std::size_t>((n0 + r) * ng + g0 + g);
+            s = mx ? codec::e8m0_to_float(w.scales[i]) : dense::load(w.scales, w.scale_dtype, i);
+            b = mx ? 0.0f : dense::load(w.biases, w.scale_dtype, i);
+          }
+          bad |= !std::isfinite(s) || !std::isfinite(b);
+          sv[r * gb + g] = s;
+          bv[r * gb + g] = b;
+        }
+      for (int64_t r0 = 0; r0 < w_pad && !bad; r0 += amx::kBlock) {
+        const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+        for (int64_t kb = 0; kb < kcp; kb += chunk) {
+          const int64_t cols = std::min(chunk, kcp - kb);
+          if (rr > 0) kr.decode_nk(u, r0, rr, k0 + kb, cols, sc.f32.get(), chunk);
+          bad |= amx::codes_w(sc.f32.get(), chunk, rr, cols, sc.wp.get(), kcs, r0 / amx::kBlock,
+                              kb / amx::kStep);
+        }
+      }
+      if (!bad)
+        amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), ks, mp, k0 / amx::kStep, gsteps, sv, bv,
+                        gb, xsum.get() + g0 * mp, sc.ct.get(), mp);
+    }
+    if (bad) {
+      const std::lock_guard<std::mutex> lock(nonfinite_mutex);
+      nonfinite_tasks.push_back(t);
+      return;
+    }
+    const float* ct = sc.ct.get();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = ct[j * mp + i];
+  });
+  f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 #endif
 
@@ -478,6 +593,11 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
   const bool amx_path = path == Path::amx || (path == Path::gemv && m >= kAmxMinRows);
   if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes > 0) {
     amx_tiled(kr, w, x, m, y, threads, x_planes);
+    return;
+  }
+  if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes == 0 &&
+      amx_codes_pays(w.scheme, w.group, w.layout)) {
+    amx_codes_tiled(kr, w, x, m, y, threads);
     return;
   }
 #endif

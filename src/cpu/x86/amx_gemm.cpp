@@ -18,13 +18,19 @@ int64_t round_up(int64_t v, int64_t m) {
 // v = p[0] + p[1] with p[0] v truncated to bf16 (sign and exponent kept, so the remainder
 // p[1] is exact in f32; pack_bf16 rounds it, exact for an f16 value). Returns the lanes that are
 // not finite (their remainders are NaN; the caller does not use the planes then).
+// P = 3 (f32 x): p[1] the remainder truncated too, p[2] what is left (at most 8 significant
+// bits: exact in bf16), so p[0] + p[1] + p[2] = v.
 template <int P>
 inline __mmask16 split(__m512 v, __m512 (&p)[P]) {
-  static_assert(P == 1 || P == 2);
+  static_assert(P >= 1 && P <= 3);
   const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   p[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), top));
   const __m512 r = _mm512_sub_ps(v, p[0]);  // NaN for an infinity or a NaN
   if constexpr (P == 2) p[1] = r;
+  if constexpr (P == 3) {
+    p[1] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r), top));
+    p[2] = _mm512_sub_ps(r, p[1]);
+  }
   return _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
 }
 
@@ -226,6 +232,61 @@ void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp,
   }
 }
 
+// The codes path's products for one group (steps steps) of W blocks nb, nb + 1 (w0, + wnext)
+// and x blocks mb (x0) and, for MB = 2, mb + 1 (+ xnext): C tile 2i + j, zeroed first.
+template <int MB>
+void codes_group(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext,
+                 int64_t steps) {
+  _tile_zero(0);
+  _tile_zero(2);
+  if constexpr (MB == 2) {
+    _tile_zero(1);
+    _tile_zero(3);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* w = w0 + s * kTile;
+    const uint16_t* x = x0 + s * kCodeXPlanes * kTile;
+    _tile_loadd(4, w, 64);
+    _tile_loadd(5, w + wnext, 64);
+    for (int p = 0; p < kCodeXPlanes; ++p) {
+      _tile_loadd(6, x + p * kTile, 64);
+      if constexpr (MB == 2) _tile_loadd(7, x + p * kTile + xnext, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (MB == 2) {
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+}
+
+// C tiles 2i + j of codes_group into ct (rows n = 16 (nb + i) + r, columns 16 (mb + j) ..):
+// ct += sc[n] · C + bi[n] · xsum (sc, bi: the group's column of the scales and biases).
+template <int MB>
+void codes_extract(int64_t nb, int64_t mb, const float* sc, const float* bi, int64_t ldsb,
+                   const float* xsum, float* ct, int64_t ldct) {
+  alignas(64) float cb[4][kBlock][kBlock];
+  _tile_stored(0, cb[0], 64);
+  _tile_stored(2, cb[2], 64);
+  if constexpr (MB == 2) {
+    _tile_stored(1, cb[1], 64);
+    _tile_stored(3, cb[3], 64);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < MB; ++j) {
+      const __m512 xs = _mm512_loadu_ps(xsum + (mb + j) * kBlock);
+      for (int64_t r = 0; r < kBlock; ++r) {
+        const int64_t n = (nb + i) * kBlock + r;
+        float* c = ct + n * ldct + (mb + j) * kBlock;
+        __m512 a = _mm512_fmadd_ps(_mm512_set1_ps(sc[n * ldsb]), _mm512_load_ps(cb[2 * i + j][r]),
+                                   _mm512_loadu_ps(c));
+        a = _mm512_fmadd_ps(_mm512_set1_ps(bi[n * ldsb]), xs, a);
+        _mm512_storeu_ps(c, a);
+      }
+    }
+}
+
 }  // namespace
 
 int x_planes_for(DType x) {
@@ -241,8 +302,55 @@ bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, 
   if (kn)
     return planes == 1 ? prep_x_block_p<1, true>(x, ldx, m, k, b, xp)
                        : prep_x_block_p<2, true>(x, ldx, m, k, b, xp);
-  return planes == 1 ? prep_x_block_p<1, false>(x, ldx, m, k, b, xp)
-                     : prep_x_block_p<2, false>(x, ldx, m, k, b, xp);
+  switch (planes) {
+    case 1:
+      return prep_x_block_p<1, false>(x, ldx, m, k, b, xp);
+    case 2:
+      return prep_x_block_p<2, false>(x, ldx, m, k, b, xp);
+    default:
+      return prep_x_block_p<kCodeXPlanes, false>(x, ldx, m, k, b, xp);
+  }
+}
+
+bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+             int64_t nb, int64_t s0) {
+  __mmask16 bad = 0;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+      if (r < rows) load32(t + r * ld + c, ld - c, lo, hi);
+      const __m512 dl = _mm512_sub_ps(lo, lo), dh = _mm512_sub_ps(hi, hi);  // NaN if not finite
+      bad |= _mm512_cmp_ps_mask(dl, dl, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(dh, dh, _CMP_UNORD_Q);
+      _mm512_storeu_si512(dst, pack_bf16(lo, hi));
+    }
+  }
+  return bad != 0;
+}
+
+void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
+                int64_t mp, int64_t s0, int64_t gsteps, const float* sc, const float* bi,
+                int64_t ldsb, const float* xsum, float* ct, int64_t ldct) {
+  configure();
+  const int64_t wnext = kcs * kTile, xnext = ks * kCodeXPlanes * kTile;
+  const int64_t mblocks = mp / kBlock, groups = kcs / gsteps;
+  // The groups innermost: the 32 x 32 block of ct that each group's sums go to stays in L1
+  // (5-35% faster than sweeping the W blocks per group with x's planes held in L1).
+  for (int64_t nb = 0; nb < w_pad / kBlock; nb += 2)
+    for (int64_t mb = 0; mb < mblocks; mb += 2)
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint16_t* x0 = xp + mb * xnext + (s0 + g * gsteps) * kCodeXPlanes * kTile;
+        const uint16_t* w0 = wp + nb * wnext + g * gsteps * kTile;
+        const float* xs = xsum + g * mp;
+        if (mb + 1 < mblocks) {
+          codes_group<2>(w0, wnext, x0, xnext, gsteps);
+          codes_extract<2>(nb, mb, sc + g, bi + g, ldsb, xs, ct, ldct);
+        } else {
+          codes_group<1>(w0, wnext, x0, xnext, gsteps);
+          codes_extract<1>(nb, mb, sc + g, bi + g, ldsb, xs, ct, ldct);
+        }
+      }
+  _tile_release();
 }
 
 bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,

@@ -46,11 +46,21 @@ inline constexpr int kWPlanes = 2;
 // Planes of x for its dtype: 1 (bf16), 2 (f16), 0 for a dtype this path does not take.
 int x_planes_for(DType x);
 
+// f32 x (the codes path): the formats whose weights are exact small values times a scale per
+// group of >= 32 (affine q·s + b, mxfp4's E2M1 · 2^E) come in as one bf16 plane of those values,
+// exact, and x as three bf16 planes (x0 = x truncated, x1 = the remainder truncated, x2 = the
+// rest rounded: 24 bits, f32's own), three tile products per step summed per group; each group's
+// sums then take the scale, and the bias times x's group sum, on the AVX side (gemm_codes).
+// rel-L2 ~1e-7 against the fp64 oracle. Six products on a decoded f32 W (two planes) ran
+// 0.9-0.95x the AVX-512 tiled path; three on the codes are what pays (docs/perf-cpu.md).
+inline constexpr int kCodeXPlanes = 3;
+
 // Elements of x's tiles: round_up(m, 16) x round_up(k, 32) x planes.
 int64_t x_elems(int64_t m, int64_t k, int planes);
 
 // Row block b of x (m rows of k floats, stride ldx) into its tiles: B-operand pairs for W
-// [N, K], A-operand rows for W [K, N] (kn). True if a value was not finite.
+// [N, K], A-operand rows for W [K, N] (kn); planes 1, 2 or (W [N, K] only) kCodeXPlanes. True
+// if a value was not finite.
 bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes, bool kn,
                   uint16_t* xp);
 
@@ -66,6 +76,21 @@ bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 // plane (the B operand). True if a value was not finite.
 bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp,
                 int64_t kcs, int64_t s);
+
+// The codes path's W tile: row block nb of a tile kcs steps wide, steps [s0, s0 + cols_pad /
+// 32), one bf16 plane (the values are exact in bf16), from 16 rows of an f32 tile t as split_w.
+// True if a value was not finite (an fp8 NaN code).
+bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+             int64_t nb, int64_t s0);
+
+// The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
+// 32) against x's kCodeXPlanes planes at steps [s0, s0 + kcs), a group (gsteps steps) at a
+// time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] · xsum[g][m], g the
+// block's groups (sc, bi: w_pad rows of ldsb floats, zero past the valid rows; xsum: the block's
+// groups, mp floats each).
+void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
+                int64_t mp, int64_t s0, int64_t gsteps, const float* sc, const float* bi,
+                int64_t ldsb, const float* xsum, float* ct, int64_t ldct);
 
 // Over the kcs steps of a W tile (w_pad rows or columns of W, a multiple of 32) against x's steps
 // [s0, s0 + kcs) (ks steps per row block of x, mp rows, a multiple of 16):
