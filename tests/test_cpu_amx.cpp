@@ -216,8 +216,8 @@ TEST(CpuAmxEdges, GroupedExperts) {
 
 // f32 x on the codes path: every affine width with groups of 64 and 128 (f32 scales, as x) and
 // mxfp4, N past one 128-row task and ragged, K over two K blocks (M = 32; M = 47 and 97 take
-// smaller ones), M ragged for the 32-row blocks, against the oracle at f32's bound; one and two
-// threads give the same bits.
+// smaller ones), M ragged for the 32-row blocks and past 128, against the oracle at f32's bound;
+// one and two threads give the same bits.
 TEST(CpuAmxCodes, MatchesOracle) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   std::vector<Format> fs = {Format::mxfp4()};
@@ -235,9 +235,19 @@ TEST(CpuAmxCodes, MatchesOracle) {
       EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
     }
   }
+  // Past 128 rows of x (the K block shrinks with M: 1024 at M = 32, 512 at 129 and 160).
+  for (const Format& f : {Format::affine(4, 64), Format::affine(3, 128), Format::mxfp4()}) {
+    const QuantizedMatrix w = weights(f, N, K, DType::f32, 21);
+    const test::Dense x = test::random_dense(DType::f32, 129, K, 22);
+    const ref::Comparison c = run(w, x);
+    EXPECT_TRUE(c.pass) << f.name() << " M=129: rel_l2 " << c.rel_l2;
+    EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=129";
+  }
   const QuantizedMatrix w = weights(Format::affine(4, 64), 301, 2304, DType::f32, 5);
-  const test::Dense x = test::random_dense(DType::f32, 77, 2304, 6);
-  EXPECT_EQ(amx_y(w, x, 1).bytes, amx_y(w, x, 2).bytes);
+  for (int64_t m : {77, 160}) {
+    const test::Dense x = test::random_dense(DType::f32, m, 2304, 6);
+    EXPECT_EQ(amx_y(w, x, 1).bytes, amx_y(w, x, 2).bytes) << "M=" << m;
+  }
 }
 
 // f32 x far from 1 and non-finite (the call goes to the f32 path), and weights whose scale is
@@ -284,9 +294,11 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   expect_declines(weights(Format::gguf(Scheme::q4_0), 64, 256, DType::f32, 4), x32,
                   here ? "f32 activations: affine groups of 64 or 128" : kAmx);
   expect_declines(weights(Format::affine(4, 32), 64, 256, DType::f32, 4), x32,
-                  here ? "affine groups of 32 ran" : kAmx);
+                  here ? "affine groups of 32 and" : kAmx);
+  expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 257, 256, 3),
+                  here ? "M <= 256" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "in [N, K], only" : kAmx);
+                  here ? "in [N, K], M <=" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

@@ -28,11 +28,13 @@ inline constexpr int64_t kGemvMaxRows = 8;
 // ran 0.71-1.07x the AVX-512 tiled path, at M = 32 1.09-1.63x (docs/perf-cpu.md).
 inline constexpr int64_t kAmxMinRows = 32;
 // f32 x on AMX (the codes path, amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane,
-// a C tile per group): W [N, K] of the affine formats with groups of 64 or 128, and mxfp4, where
-// it measured faster than the AVX-512 tiled path; affine groups of 32 (a C tile every step) ran
-// 0.85-0.95x and stay there, as do the formats whose values are not exact small numbers.
-inline bool amx_codes_pays(Scheme s, int group, Layout layout) {
-  return layout == Layout::nk &&
+// a C tile per group): W [N, K] of the affine formats with groups of 64 or 128, and mxfp4, at M up
+// to kAmxCodesMaxRows, where it measured faster than the AVX-512 tiled path (M = 32..256: ~1.2x);
+// affine groups of 32 (a C tile every step) ran 0.85-0.95x, and M = 512 0.73-1.14x, so those stay
+// there, as do the formats whose values are not exact small numbers.
+inline constexpr int64_t kAmxCodesMaxRows = 256;
+inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m) {
+  return layout == Layout::nk && m <= kAmxCodesMaxRows &&
          ((s == Scheme::affine && (group == 64 || group == 128)) || s == Scheme::mxfp4);
 }
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];

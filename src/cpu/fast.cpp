@@ -487,6 +487,7 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
   const std::vector<uint8_t> unit_e8m0(static_cast<std::size_t>(mx ? nc * ng : 0), 127);
   const int64_t tasks = (w.n + nc - 1) / nc;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
+  const int64_t mp2 = round_up(mp, 2 * amx::kBlock);  // the sums, blocked by 32 rows of x
   struct Scratch {
     std::unique_ptr<uint16_t[]> wp;
     Buffer f32, ct, sb;
@@ -494,7 +495,7 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
   std::vector<Scratch> scratch;
   for (int i = 0; i < used; ++i)
     scratch.push_back({std::unique_ptr<uint16_t[]>(new uint16_t[static_cast<std::size_t>(nc * kc)]),
-                       Buffer(amx::kBlock * chunk), Buffer(nc * mp), Buffer(2 * nc * gb)});
+                       Buffer(amx::kBlock * chunk), Buffer(nc * mp2), Buffer(2 * nc * gb)});
   std::vector<int64_t> nonfinite_tasks;  // scales or codes not finite: the f32 path
   nonfinite_tasks.reserve(static_cast<std::size_t>(tasks));
   std::mutex nonfinite_mutex;
@@ -508,7 +509,7 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     u.scale_dtype = DType::f32;
     u.scales = mx ? unit_e8m0.data() : reinterpret_cast<const uint8_t*>(ones.data());
     u.biases = mx ? nullptr : reinterpret_cast<const uint8_t*>(zeros.data());
-    std::fill(sc.ct.get(), sc.ct.get() + nc * mp, 0.0f);
+    std::fill(sc.ct.get(), sc.ct.get() + nc * mp2, 0.0f);
     float* sv = sc.sb.get();
     float* bv = sv + nc * gb;
     bool bad = false;
@@ -538,7 +539,7 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
       }
       if (!bad)
         amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), ks, mp, k0 / amx::kStep, gsteps, sv, bv,
-                        gb, xsum.get() + g0 * mp, sc.ct.get(), mp);
+                        gb, xsum.get() + g0 * mp, sc.ct.get(), nc);
     }
     if (bad) {
       const std::lock_guard<std::mutex> lock(nonfinite_mutex);
@@ -546,8 +547,10 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
       return;
     }
     const float* ct = sc.ct.get();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = ct[j * mp + i];
+    for (int64_t i = 0; i < m; ++i) {
+      const float* block = ct + i / 32 * nc * 32 + i % 32;
+      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = block[j * 32];
+    }
   });
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
@@ -596,7 +599,7 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
     return;
   }
   if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes == 0 &&
-      amx_codes_pays(w.scheme, w.group, w.layout)) {
+      amx_codes_pays(w.scheme, w.group, w.layout, m)) {
     amx_codes_tiled(kr, w, x, m, y, threads);
     return;
   }

@@ -87,7 +87,8 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 // 32) against x's kCodeXPlanes planes at steps [s0, s0 + kcs), a group (gsteps steps) at a
 // time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] · xsum[g][m], g the
 // block's groups (sc, bi: w_pad rows of ldsb floats, zero past the valid rows; xsum: the block's
-// groups, mp floats each).
+// groups, mp floats each). ct is blocked by pairs of x blocks: columns 32q..32q + 31 of row n at
+// ct + (q · ldct + n) · 32 (ldct >= w_pad rows per block).
 void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
                 int64_t mp, int64_t s0, int64_t gsteps, const float* sc, const float* bi,
                 int64_t ldsb, const float* xsum, float* ct, int64_t ldct);
