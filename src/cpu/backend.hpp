@@ -27,15 +27,19 @@ inline constexpr int64_t kGemvMaxRows = 8;
 // M from which the AMX tile products (Path::amx) run where the CPU has them: bf16 x at M = 16
 // ran 0.71-1.07x the AVX-512 tiled path, at M = 32 1.09-1.63x (docs/perf-cpu.md).
 inline constexpr int64_t kAmxMinRows = 32;
-// f32 x on AMX (the codes path, amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane,
-// a C tile per group): W [N, K] of the affine formats with groups of 64 or 128, and mxfp4, at M up
-// to kAmxCodesMaxRows, where it measured faster than the AVX-512 tiled path (M = 32..256: ~1.2x);
-// affine groups of 32 (a C tile every step) ran 0.85-0.95x, and M = 512 0.73-1.14x, so those stay
-// there, as do the formats whose values are not exact small numbers.
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane, x in 1
+// (bf16) or 3 (f32) planes, a C tile per group) where it measured faster than the alternative,
+// W [N, K] at M up to kAmxCodesMaxRows:
+//   f32 x: affine groups of 64 or 128, and mxfp4 (against the AVX-512 tiled path: M = 32..256
+//     1.0-1.4x; affine groups of 32, a C tile every step, 0.85-0.95x; M = 512 0.73-1.14x);
+//   bf16 x: affine groups of 64 or 128 (one product a step against the two-plane W's two: 8 of 10
+//     pairs faster, up to 1.9x; mxfp4's groups of 32 lost, 6 of 10). f16 x (2 products against
+//     3) measured mixed and stays on two planes, as do the formats whose values are not exact.
 inline constexpr int64_t kAmxCodesMaxRows = 256;
-inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m) {
-  return layout == Layout::nk && m <= kAmxCodesMaxRows &&
-         ((s == Scheme::affine && (group == 64 || group == 128)) || s == Scheme::mxfp4);
+inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
+  if (layout != Layout::nk || m > kAmxCodesMaxRows) return false;
+  const bool affine = s == Scheme::affine && (group == 64 || group == 128);
+  return x == DType::f32 ? affine || s == Scheme::mxfp4 : x == DType::bf16 && affine;
 }
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
 // for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and

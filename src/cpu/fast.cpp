@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -448,17 +449,18 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 
-// The AMX codes path (amx_gemm.hpp kCodeXPlanes) for f32 x, where amx_codes_pays (affine, mxfp4;
-// mxfp8 and any group of >= 32 would run correctly too). Per task (kAmxN rows of W) and K block:
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (f32 x: affine, mxfp4; bf16
+// x: affine; x_planes as x's dtype gives them; mxfp8, f16 x and any group of >= 32 would run
+// correctly too). Per task (kAmxN rows of W) and K block:
 // the codes decoded by the engine from a copy of the plan
 // whose scales are ones and biases zeros (so the decode gives q, or the E2M1 / E4M3 value), the
 // block's scales and biases as f32 for the AVX side; then amx::gemm_codes over every row of x.
 void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
-                     int threads) {
+                     int threads, int x_planes) {
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t K = w.k, G = w.group, ng = K / G, ks = K / amx::kStep, gsteps = G / amx::kStep;
   const int64_t mp = round_up(m, amx::kBlock);
-  constexpr int kXP = amx::kCodeXPlanes;
+  const int kXP = x_planes;
   std::unique_ptr<uint16_t[]> xp(new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, kXP))]);
   Buffer xsum(ng * mp);  // [g][m]: Σ x over group g (zero past m), for the biases
   std::atomic<bool> x_nonfinite{false};
@@ -477,9 +479,10 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     return;
   }
   const bool mx = w.scheme != Scheme::affine;
-  // K block: x's three planes over it (6 bytes an element and row) kept to ~768 KB, so they stay
-  // in L2 across the tasks (M = 512 with 1024 ran 0.8-0.95x the tiled path).
-  const int64_t kc_rows = std::max<int64_t>(G, std::min<int64_t>(kAmxK, 131072 / mp) / G * G);
+  // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
+  // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
+  const int64_t kc_rows =
+      std::max<int64_t>(G, std::min<int64_t>(kAmxK, 393216 / (mp * kXP)) / G * G);
   const int64_t kc = std::min(kc_rows, K), nc = kAmxN, chunk = kr.pack_chunk, gb = kc / G;
   // The unit plan's scales (1, or E8M0 127 = 2^0) and biases, one per (row of a task, group).
   const std::vector<float> ones(static_cast<std::size_t>(mx ? 0 : nc * ng), 1.0f);
@@ -538,8 +541,8 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
         }
       }
       if (!bad)
-        amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), ks, mp, k0 / amx::kStep, gsteps, sv, bv,
-                        gb, xsum.get() + g0 * mp, sc.ct.get(), nc);
+        amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), kXP, ks, mp, k0 / amx::kStep, gsteps, sv,
+                        bv, gb, xsum.get() + g0 * mp, sc.ct.get(), nc);
     }
     if (bad) {
       const std::lock_guard<std::mutex> lock(nonfinite_mutex);
@@ -594,14 +597,16 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
 #if defined(QUANTA_CPU_X86)
   // Path::amx, and the grouped experts' (Path::gemv) rows past the fused range where AMX pays.
   const bool amx_path = path == Path::amx || (path == Path::gemv && m >= kAmxMinRows);
-  if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes > 0) {
-    amx_tiled(kr, w, x, m, y, threads, x_planes);
-    return;
-  }
-  if (amx_path && &kr == &kAvx512Kernels && amx_active() && x_planes == 0 &&
-      amx_codes_pays(w.scheme, w.group, w.layout, m)) {
-    amx_codes_tiled(kr, w, x, m, y, threads);
-    return;
+  if (amx_path && &kr == &kAvx512Kernels && amx_active()) {
+    const DType xt = x_planes == 0 ? DType::f32 : x_planes == 1 ? DType::bf16 : DType::f16;
+    if (amx_codes_pays(w.scheme, w.group, w.layout, m, xt)) {
+      amx_codes_tiled(kr, w, x, m, y, threads, x_planes == 0 ? amx::kCodeXPlanes : x_planes);
+      return;
+    }
+    if (x_planes > 0) {
+      amx_tiled(kr, w, x, m, y, threads, x_planes);
+      return;
+    }
   }
 #endif
   if (path == Path::amx) path = Path::tiled;

@@ -47,7 +47,7 @@ std::string supports_amx(const Problem& p) {
               : fmt::format("needs AMX-BF16 and AVX512-BF16 (this CPU: {})",
                             cpu_features().describe());
   if (why.empty() && p.dtype == DType::f32 &&
-      !amx_codes_pays(p.format.scheme, p.format.group_size, p.layout, p.m))
+      !amx_codes_pays(p.format.scheme, p.format.group_size, p.layout, p.m, DType::f32))
     why = fmt::format(
         "f32 activations: affine groups of 64 or 128 and mxfp4, in [N, K], M <= {}, only (their "
         "values are exact in one bf16 plane: three tile products a step; affine groups of 32 and "
@@ -86,7 +86,7 @@ constexpr Path kGemv = Path::gemv, kTiled = Path::tiled, kAmx = Path::amx;
 const KernelEntry kTable[] = {
   // name                      op                  device          M range      supports             matmul              dequantize          why
   {"qmv_fused_avx512",         Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA512>, simd<kA512, kGemv>,  nullptr,            "M <= 4 (8 for q3_K/q5_K/q6_K, [K, N], and on VNNI CPUs the formats taking x as integer planes): packed weights stream once per 4 rows of x through registers, 16 lanes, threads over N (nk) or column panels (kn); the K-quants at M = 1 on VNNI dot products where the CPU has them; a matrix from quanta::prepack (VNNI CPUs; [K, N] packed as its transpose) on the packed VNNI GEMV"},
-  {"qmm_amx_avx512",           Op::matmul,         Location::host, kAmxMinRows, kAnyM, supports_amx, simd<kA512, kAmx>, nullptr,            "M >= 32, AMX-BF16 CPUs. bf16/f16 x: the tile decoded to f32 in L1 and cut into two bf16 planes (w to 2^-16; W [K, N] in the B operand's pairs, x in the A operand), AMX tile products with f32 sums; bf16 x 1.1-1.6x the AVX-512 tiled path at M = 32, 2.0-3.3x at M = 128..512 ([K, N] 2.0-3.0x at 256..512); f16 x 1.3-2.3x at M = 128..512. f32 x (affine g64/g128, mxfp4, [N, K], M <= 256): the exact weight values in one bf16 plane, x in three, a C tile per group scaled on the AVX side; 1.0-1.4x the tiled path"},
+  {"qmm_amx_avx512",           Op::matmul,         Location::host, kAmxMinRows, kAnyM, supports_amx, simd<kA512, kAmx>, nullptr,            "M >= 32, AMX-BF16 CPUs. bf16/f16 x: the tile decoded to f32 in L1 and cut into two bf16 planes (w to 2^-16; W [K, N] in the B operand's pairs, x in the A operand), AMX tile products with f32 sums; bf16 x 1.1-1.6x the AVX-512 tiled path at M = 32, 2.0-3.3x at M = 128..512 ([K, N] 2.0-3.0x at 256..512); f16 x 1.3-2.3x at M = 128..512. f32 x (affine g64/g128, mxfp4, [N, K], M <= 256): the exact weight values in one bf16 plane, x in three, a C tile per group scaled on the AVX side; 1.0-1.4x the tiled path. bf16 x with affine g64/g128 up to M = 256 the same way, one product a step"},
   {"qmm_tiled_avx512",         Op::matmul,         Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kTiled>, nullptr,            "larger M: decode a tile to f32 in L2 once, 6x4 (nk) / 6x64 (kn) micro-kernel over the M rows; 1.3-2x OpenBLAS sgemm on the dequantized weights"},
   {"gather_qmm_avx512",        Op::gather_matmul,  Location::host, 1, kAnyM,    supports_isa<kA512>, simd<kA512, kGemv>,  nullptr,            "rows grouped by expert, then the fused GEMV or tiled path per expert (an expert's rows on AMX where qmm_amx_avx512 would take them)"},
   {"qmv_fused_avx2",           Op::matmul,         Location::host, 1, kFusedM,  supports_fused<kA2>,   simd<kA2, kGemv>,    nullptr,            "fused GEMV on AVX2 (8 lanes)"},

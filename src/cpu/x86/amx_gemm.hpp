@@ -84,14 +84,14 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
              int64_t nb, int64_t s0);
 
 // The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
-// 32) against x's kCodeXPlanes planes at steps [s0, s0 + kcs), a group (gsteps steps) at a
-// time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] · xsum[g][m], g the
-// block's groups (sc, bi: w_pad rows of ldsb floats, zero past the valid rows; xsum: the block's
-// groups, mp floats each). ct is blocked by pairs of x blocks: columns 32q..32q + 31 of row n at
-// ct + (q · ldct + n) · 32 (ldct >= w_pad rows per block).
-void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
-                int64_t mp, int64_t s0, int64_t gsteps, const float* sc, const float* bi,
-                int64_t ldsb, const float* xsum, float* ct, int64_t ldct);
+// 32) against x's planes (1 bf16, 2 f16, kCodeXPlanes f32) at steps [s0, s0 + kcs), a group
+// (gsteps steps) at a time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] ·
+// xsum[g][m], g the block's groups (sc, bi: w_pad rows of ldsb floats, zero past the valid rows;
+// xsum: the block's groups, mp floats each). ct is blocked by pairs of x blocks: columns 32q..32q +
+// 31 of row n at ct + (q · ldct + n) · 32 (ldct >= w_pad rows per block).
+void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes,
+                int64_t ks, int64_t mp, int64_t s0, int64_t gsteps, const float* sc,
+                const float* bi, int64_t ldsb, const float* xsum, float* ct, int64_t ldct);
 
 // Over the kcs steps of a W tile (w_pad rows or columns of W, a multiple of 32) against x's steps
 // [s0, s0 + kcs) (ks steps per row block of x, mp rows, a multiple of 16):
