@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -451,21 +450,21 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
 
 // The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (f32 x: affine, mxfp4; bf16
 // x: affine; x_planes as x's dtype gives them; mxfp8, f16 x and any group of >= 32 would run
-// correctly too). Per task (kAmxN rows of W) and K block:
-// the codes decoded by the engine from a copy of the plan
-// whose scales are ones and biases zeros (so the decode gives q, or the E2M1 / E4M3 value), the
-// block's scales and biases as f32 for the AVX side; then amx::gemm_codes over every row of x.
+// correctly too). Per task (kAmxN rows of W) and K block: the values decoded by the engine from a
+// copy of the plan whose scales are ones and biases zeros (so the decode gives q, or the E2M1 /
+// E4M3 value), the block's scales and biases as f32 for the AVX side; then amx::gemm_codes over
+// every row of x.
 void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                      int threads, int x_planes) {
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t K = w.k, G = w.group, ng = K / G, ks = K / amx::kStep, gsteps = G / amx::kStep;
   const int64_t mp = round_up(m, amx::kBlock);
-  const int kXP = x_planes;
-  std::unique_ptr<uint16_t[]> xp(new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, kXP))]);
+  std::unique_ptr<uint16_t[]> xp(
+      new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, x_planes))]);
   Buffer xsum(ng * mp);  // [g][m]: Σ x over group g (zero past m), for the biases
   std::atomic<bool> x_nonfinite{false};
   parallel_for(mp / amx::kBlock, workers, [&](int64_t b, int) {
-    if (amx::prep_x_block(x, K, m, K, b, kXP, false, xp.get())) x_nonfinite = true;
+    if (amx::prep_x_block(x, K, m, K, b, x_planes, false, xp.get())) x_nonfinite = true;
     for (int64_t i = b * amx::kBlock; i < (b + 1) * amx::kBlock; ++i)
       for (int64_t g = 0; g < ng; ++g) {
         double s = 0;
@@ -482,7 +481,7 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
   // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
   // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
   const int64_t kc_rows =
-      std::max<int64_t>(G, std::min<int64_t>(kAmxK, 393216 / (mp * kXP)) / G * G);
+      std::max<int64_t>(G, std::min<int64_t>(kAmxK, 393216 / (mp * x_planes)) / G * G);
   const int64_t kc = std::min(kc_rows, K), nc = kAmxN, chunk = kr.pack_chunk, gb = kc / G;
   // The unit plan's scales (1, or E8M0 127 = 2^0) and biases, one per (row of a task, group).
   const std::vector<float> ones(static_cast<std::size_t>(mx ? 0 : nc * ng), 1.0f);
@@ -541,8 +540,8 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
         }
       }
       if (!bad)
-        amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), kXP, ks, mp, k0 / amx::kStep, gsteps, sv,
-                        bv, gb, xsum.get() + g0 * mp, sc.ct.get(), nc);
+        amx::gemm_codes(sc.wp.get(), kcs, w_pad, xp.get(), x_planes, ks, mp, k0 / amx::kStep,
+                        gsteps, sv, bv, gb, xsum.get() + g0 * mp, sc.ct.get(), nc);
     }
     if (bad) {
       const std::lock_guard<std::mutex> lock(nonfinite_mutex);

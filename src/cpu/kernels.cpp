@@ -38,7 +38,8 @@ std::string supports_fused(const Problem& p) {
   return why;
 }
 
-// AMX tile products: avx512 level with amx_active(), bf16 or f16 x, M from kAmxMinRows.
+// AMX tile products: avx512 level with amx_active(), M from kAmxMinRows; bf16 or f16 x, or f32 x
+// where the codes path pays (amx_codes_pays).
 std::string supports_amx(const Problem& p) {
   std::string why = supports_isa<Isa::avx512>(p);
   if (why.empty() && !amx_active())

@@ -302,28 +302,31 @@ inline void block_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
   }
 }
 
-// A line of the next pass (rows ahead), into L1 or L2 (WeightPlan::prefetch_l2).
-void prefetch(const uint8_t* p, bool l2) {
-  if (l2)
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-  else
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-}
+// A line of the next pass (rows ahead), into L2 (kL2) or L1; the hot loops take the hint as a
+// template argument (WeightPlan::prefetch_l2 chosen once per pass), packed_tile per step.
 template <bool kL2>
 inline void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
 }
+void prefetch(const uint8_t* p, bool l2) {
+  if (l2)
+    prefetch<true>(p);
+  else
+    prefetch<false>(p);
+}
 
-// The next pass's R rows as one run of bytes when they are consecutive in memory (else null):
+// The next pass's R rows as one run of bytes when they are consecutive in memory, else `current`
+// (the pass's own rows: prefetching them is harmless, and only the last rows see it), so that the
+// block loops hold no branch on it:
 // prefetching that run in address order, R·(a block's bytes) per step, reads as one stream,
 // where a request per row at the current offset is R interleaved streams (on the 2-core Zen 5
 // VM a plain read of four interleaved 7 KB rows per thread ran 35 GB/s, one stream 42-48,
 // and the same four rows with the next four prefetched as one run 44-46: docs/perf-cpu.md).
 template <int R>
-const uint8_t* next_run(const WeightPlan& w, const int64_t* next) {
+const uint8_t* next_run(const WeightPlan& w, const int64_t* next, const uint8_t* current) {
   const uint8_t* first = row_at(w, next[0]);
   for (int r = 1; r < R; ++r)
-    if (next[r] != next[0] + r || row_at(w, next[r]) != first + r * w.row_bytes) return nullptr;
+    if (next[r] != next[0] + r || row_at(w, next[r]) != first + r * w.row_bytes) return current;
   return first;
 }
 
@@ -351,10 +354,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     rp[r] = row_at(w, rows[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  // Where the next pass's codes are prefetched from: one run of R rows when they are
-  // consecutive, else the current pass's own (harmless, and rare: the last rows), so the block
-  // loop below holds no branch on it.
-  const uint8_t* const seq = next_run<R>(w, next) ? next_run<R>(w, next) : rp[0];
+  const uint8_t* const seq = next_run<R>(w, next, rp[0]);  // the next pass's codes
   for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
     for (int r = 0; r < R; ++r) {
@@ -650,9 +650,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     rp[r] = row_at(w, rows[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  // The next pass's run, or the current pass's own rows when the next ones are not one run
-  // (the last rows only): no branch per row and vector.
-  const uint8_t* const seq = next_run<R>(w, next) ? next_run<R>(w, next) : rp[0];
+  const uint8_t* const seq = next_run<R>(w, next, rp[0]);  // the next pass's blocks
   for (int64_t c = 0; c < vecs; ++c) {
     const int64_t off = c * kVecBytes;
     __m512i c0[R], c1[R];
