@@ -478,6 +478,12 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     return;
   }
   const bool mx = w.scheme != Scheme::affine;
+  // 4/8-bit affine codes and E2M1 nibbles go into the tiles as they are stored (no decode to f32).
+  const amx::DirectCodes direct = w.scheme == Scheme::mxfp4 ? amx::DirectCodes::e2m1
+                                  : mx                      ? amx::DirectCodes::none
+                                  : w.bits == 4             ? amx::DirectCodes::u4
+                                  : w.bits == 8             ? amx::DirectCodes::u8
+                                                            : amx::DirectCodes::none;
   // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
   // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
   const int64_t kc_rows =
@@ -532,6 +538,11 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
         }
       for (int64_t r0 = 0; r0 < w_pad && !bad; r0 += amx::kBlock) {
         const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+        if (direct != amx::DirectCodes::none) {
+          amx::codes_w_direct(direct, rr > 0 ? w.codes + (n0 + r0) * w.row_bytes : w.codes,
+                              w.row_bytes, rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
+          continue;
+        }
         for (int64_t kb = 0; kb < kcp; kb += chunk) {
           const int64_t cols = std::min(chunk, kcp - kb);
           if (rr > 0) kr.decode_nk(u, r0, rr, k0 + kb, cols, sc.f32.get(), chunk);

@@ -332,6 +332,62 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 
 namespace {
 
+// Words j of a 32-entry table: the bf16 of 4-bit code j % 16 (vpermw reads 5 bits of an index).
+__m512i nibble_table(DirectCodes kind) {
+  alignas(64) uint16_t t[32];
+  for (int j = 0; j < 32; ++j) {
+    const int c = j % 16;
+    float v = static_cast<float>(c);
+    if (kind == DirectCodes::e2m1) {
+      static constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+      v = c < 8 ? kE2M1[c] : -kE2M1[c - 8];
+    }
+    uint32_t b;
+    __builtin_memcpy(&b, &v, 4);
+    t[j] = static_cast<uint16_t>(b >> 16);  // exact: at most 4 significant bits
+  }
+  return _mm512_load_si512(t);
+}
+
+}  // namespace
+
+void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
+                    int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
+                    int64_t s0) {
+  static const __m512i u4 = nibble_table(DirectCodes::u4), e2m1 = nibble_table(DirectCodes::e2m1);
+  const __m512i table = kind == DirectCodes::e2m1 ? e2m1 : u4;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    if (r >= rows) {
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
+        _mm512_storeu_si512(dst, _mm512_setzero_si512());
+      continue;
+    }
+    if (kind == DirectCodes::u8) {
+      const uint8_t* src = codes + r * row_bytes + k0;
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+        const __m512 lo = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
+        const __m512 hi = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c + 16))));
+        _mm512_storeu_si512(dst, pack_bf16(lo, hi));
+      }
+      continue;
+    }
+    // Nibbles: byte b of a dword in its low word (index b & 31) and b >> 4 in its high word, so
+    // element 2i (the low nibble) and 2i + 1 come out in order.
+    const uint8_t* src = codes + r * row_bytes + k0 / 2;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      const __m512i d =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
+      const __m512i idx = _mm512_or_si512(d, _mm512_slli_epi32(d, 12));
+      _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(idx, table));
+    }
+  }
+}
+
+namespace {
+
 template <int XP>
 void gemm_codes_xp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
                    int64_t mp, int64_t s0, int64_t gsteps, const float* sc, const float* bi,

@@ -83,6 +83,19 @@ bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint
 bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
              int64_t nb, int64_t s0);
 
+// The codes whose values codes_w_direct reads straight from storage (no f32 tile between):
+// affine 4-bit and 8-bit codes q, and mxfp4's E2M1 nibbles (the value before its 2^E).
+enum class DirectCodes { none, u4, u8, e2m1 };
+
+// The codes path's W tile as codes_w, read from the codes themselves: rows rows (<= 16) of
+// row_bytes bytes each from `codes` (element k0 of each row first, k0 a multiple of 32 and of
+// 8 / bits), cols_pad codes a row (a multiple of 32, all within the rows); rows past `rows`
+// become zeros. Every such value is finite and exact in bf16. ~0.15 cycles a weight against
+// ~1.5 for the engine's decode to f32 and codes_w (docs/perf-cpu.md).
+void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
+                    int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
+                    int64_t s0);
+
 // The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
 // 32) against x's planes (1 bf16, 2 f16, kCodeXPlanes f32) at steps [s0, s0 + kcs), a group
 // (gsteps steps) at a time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] ·
