@@ -235,13 +235,23 @@ TEST(CpuAmxCodes, MatchesOracle) {
       EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
     }
   }
-  // Past 128 rows of x (the K block shrinks with M: 1024 at M = 32, 512 at 129 and 160).
-  for (const Format& f : {Format::affine(4, 64), Format::affine(3, 128), Format::mxfp4()}) {
-    const QuantizedMatrix w = weights(f, N, K, DType::f32, 21);
-    const test::Dense x = test::random_dense(DType::f32, 129, K, 22);
+  // Past 128 rows of x (the K block shrinks with M: 1024 at M = 32, 512 at 129 and 160, 384 at
+  // 300), with codes read from storage (4/8-bit, E2M1) and decoded (3-bit).
+  for (const Format& f :
+       {Format::affine(4, 64), Format::affine(3, 128), Format::affine(8, 128), Format::mxfp4()})
+    for (int64_t m : {129, 300}) {
+      const QuantizedMatrix w = weights(f, N, K, DType::f32, 21);
+      const test::Dense x = test::random_dense(DType::f32, m, K, 22);
+      const ref::Comparison c = run(w, x);
+      EXPECT_TRUE(c.pass) << f.name() << " M=" << m << ": rel_l2 " << c.rel_l2;
+      EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
+    }
+  // bf16 x takes the codes path up to 512 rows.
+  for (const Format& f : {Format::affine(4, 64), Format::affine(8, 128)}) {
+    const QuantizedMatrix w = weights(f, N, K, DType::bf16, 23);
+    const test::Dense x = test::random_dense(DType::bf16, 300, K, 24);
     const ref::Comparison c = run(w, x);
-    EXPECT_TRUE(c.pass) << f.name() << " M=129: rel_l2 " << c.rel_l2;
-    EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=129";
+    EXPECT_TRUE(c.pass) << f.name() << " bf16 M=300: rel_l2 " << c.rel_l2;
   }
   const QuantizedMatrix w = weights(Format::affine(4, 64), 301, 2304, DType::f32, 5);
   for (int64_t m : {77, 160}) {
@@ -294,9 +304,9 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   expect_declines(weights(Format::gguf(Scheme::q4_0), 64, 256, DType::f32, 4), x32,
                   here ? "f32 activations: affine groups of 64 or 128" : kAmx);
   expect_declines(weights(Format::affine(4, 32), 64, 256, DType::f32, 4), x32,
-                  here ? "affine groups of 32 and" : kAmx);
-  expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 257, 256, 3),
-                  here ? "M <= 256" : kAmx);
+                  here ? "affine groups of 32 ran" : kAmx);
+  expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
+                  here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
                   here ? "in [N, K], M <=" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).

@@ -29,17 +29,22 @@ inline constexpr int64_t kGemvMaxRows = 8;
 inline constexpr int64_t kAmxMinRows = 32;
 // The AMX codes path (amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane, x in 1
 // (bf16) or 3 (f32) planes, a C tile per group) where it measured faster than the alternative,
-// W [N, K] at M up to kAmxCodesMaxRows:
-//   f32 x: affine groups of 64 or 128, and mxfp4 (against the AVX-512 tiled path: M = 32..256
-//     1.0-1.4x; affine groups of 32, a C tile every step, 0.85-0.95x; M = 512 0.73-1.14x);
-//   bf16 x: affine groups of 64 or 128 (one product a step against the two-plane W's two: 8 of 10
-//     pairs faster, up to 1.9x; mxfp4's groups of 32 lost, 6 of 10). f16 x (2 products against
-//     3) measured mixed and stays on two planes, as do the formats whose values are not exact.
-inline constexpr int64_t kAmxCodesMaxRows = 256;
+// W [N, K] (Emerald Rapids VM, 4096 x 14336; docs/perf-cpu.md):
+//   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 64 or 128, and mxfp4, against the AVX-512
+//     tiled path: M = 32..256 1.0-1.4x, M = 512 1.15-1.45x and M = 1024 1.1-1.3x once 4/8-bit
+//     codes and E2M1 went into the tiles straight from storage (before that M = 512 ran
+//     0.73-1.14x); affine groups of 32, a C tile every step, 0.85-0.95x;
+//   bf16 x, M <= kAmxCodesMaxRowsBf16: affine groups of 64 or 128 (one product a step against the
+//     two-plane W's two: 8 of 10 pairs faster at M = 32..256, up to 1.9x; M = 512 1.0-1.1x,
+//     M = 1024 mixed); mxfp4's groups of 32 lost (0.7-0.9x). f16 x (2 products against 3)
+//     measured mixed and stays on two planes, as do the formats whose values are not exact.
+inline constexpr int64_t kAmxCodesMaxRowsF32 = 1024;
+inline constexpr int64_t kAmxCodesMaxRowsBf16 = 512;
 inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
-  if (layout != Layout::nk || m > kAmxCodesMaxRows) return false;
+  if (layout != Layout::nk) return false;
   const bool affine = s == Scheme::affine && (group == 64 || group == 128);
-  return x == DType::f32 ? affine || s == Scheme::mxfp4 : x == DType::bf16 && affine;
+  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && (affine || s == Scheme::mxfp4);
+  return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && affine;
 }
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
 // for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and

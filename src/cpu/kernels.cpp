@@ -51,9 +51,9 @@ std::string supports_amx(const Problem& p) {
       !amx_codes_pays(p.format.scheme, p.format.group_size, p.layout, p.m, DType::f32))
     why = fmt::format(
         "f32 activations: affine groups of 64 or 128 and mxfp4, in [N, K], M <= {}, only (their "
-        "values are exact in one bf16 plane: three tile products a step; affine groups of 32 and "
-        "M = 512 ran 0.73-0.95x the AVX-512 tiled path, other weights would need six products)",
-        kAmxCodesMaxRows);
+        "values are exact in one bf16 plane: three tile products a step; affine groups of 32 "
+        "ran 0.85-0.95x the AVX-512 tiled path, other weights would need six products)",
+        kAmxCodesMaxRowsF32);
   return why;
 }
 
