@@ -287,6 +287,45 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
   expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
 }
 
+// mxfp4 and mxfp8 W in one bf16 plane, scale included, against every x dtype; then scales at
+// the ends of the plane's range (values within [2^-65, 2^66], so that the products with x's
+// smaller planes stay normal: the tile unit flushes subnormal ones): E8M0 64..190 stay on the
+// plane, a task with a 63 or a 191 runs the f32 path, as do scales far under the range (E = 5, 6:
+// on one plane x's third plane would be lost). With all of a matrix's scales near an end, a
+// flushed product or a lost task would show.
+TEST(CpuAmxOnePlane, MxFormatsAndScalesAtTheEdges) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const int64_t N = 300, K = 512;
+  for (const Format& f : {Format::mxfp4(), Format::mxfp8(), Format::nvfp4(), Format::fp8_e4m3(),
+                          Format::fp8_e4m3(Granularity::tensor), Format::fp8_e5m2()})
+    for (DType t : {DType::f32, DType::bf16, DType::f16})
+      for (int64_t m : {32, 77}) {
+        QuantizedMatrix w = weights(f, N, K, t, 31);
+        if (f.scheme == Scheme::nvfp4) w.global_scale = *w.global_scale * 1.5f;  // on the sums
+        const test::Dense x = test::random_dense(t, m, K, 32 + static_cast<uint32_t>(m));
+        const ref::Comparison c = run(w, x);
+        EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " M=" << m << ": rel_l2 "
+                            << c.rel_l2;
+        if (t == DType::f32) {
+          EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
+        }
+      }
+  const int64_t ng = K / 32;
+  const test::Dense x = test::random_dense(DType::f32, 40, K, 34);
+  for (const Format& f : {Format::mxfp4(), Format::mxfp8()})
+    for (int low : {5, 63, 190}) {  // E low or low + 1: the first task's rows one step inward
+      QuantizedMatrix w = weights(f, N, K, DType::f32, 33);
+      auto* e = reinterpret_cast<uint8_t*>(w.scales);
+      const int inward = low == 63 ? 1 : low == 190 ? -1 : 0;
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t g = 0; g < ng; ++g)
+          e[r * ng + g] = static_cast<uint8_t>(low + (r < 128 ? inward : 0) + (r + g) % 2);
+      const ref::Comparison c = run(w, x);
+      EXPECT_TRUE(c.pass) << f.name() << " scales from " << low << ": rel_l2 " << c.rel_l2;
+      EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " scales from " << low;
+    }
+}
+
 // The rule, with or without AMX: a named kernel that cannot run says why.
 TEST(CpuAmxEdges, DeclinesWithAReason) {
   const Format f = Format::affine(4, 64);
@@ -308,7 +347,7 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "in [N, K], M <=" : kAmx);
+                  here ? "in [N, K], only" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

@@ -30,7 +30,8 @@ inline constexpr int64_t kAmxMinRows = 32;
 // The AMX codes path (amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane, x in 1
 // (bf16) or 3 (f32) planes, a C tile per group) where it measured faster than the alternative,
 // W [N, K] (Emerald Rapids VM, 4096 x 14336; docs/perf-cpu.md):
-//   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 64 or 128, and mxfp4, against the AVX-512
+//   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 64 or 128 (and mxfp4 before it took one
+//     plane with its scales, amx_one_plane_w), against the AVX-512
 //     tiled path: M = 32..256 1.0-1.4x, M = 512 1.15-1.45x and M = 1024 1.1-1.3x once 4/8-bit
 //     codes and E2M1 went into the tiles straight from storage (before that M = 512 ran
 //     0.73-1.14x); affine groups of 32, a C tile every step, 0.85-0.95x;
@@ -43,8 +44,18 @@ inline constexpr int64_t kAmxCodesMaxRowsBf16 = 512;
 inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
   if (layout != Layout::nk) return false;
   const bool affine = s == Scheme::affine && (group == 64 || group == 128);
-  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && (affine || s == Scheme::mxfp4);
+  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && affine;
   return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && affine;
+}
+// Weights whose values one bf16 plane holds exactly: mxfp4 and mxfp8 (a significand of at most 4
+// bits times 2^E, scale included), nvfp4 (E2M1 times an E4M3 scale: 6 bits; the global scale
+// taken on the sums), e4m3 and e5m2 (the row or tensor scale taken on the sums). The AMX path
+// takes them in one plane (amx_gemm.hpp split_w; a task with a value it cannot hold runs the f32
+// path), with every x dtype (f32 in three planes, W [N, K]); mxfp4 no longer takes the codes
+// path, which stores a C tile at each of its groups of 32.
+inline bool amx_one_plane_w(Scheme s) {
+  return s == Scheme::mxfp4 || s == Scheme::mxfp8 || s == Scheme::nvfp4 || s == Scheme::fp8_e4m3 ||
+         s == Scheme::fp8_e5m2;
 }
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
 // for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and

@@ -342,8 +342,9 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
 #if defined(QUANTA_CPU_X86)
 // On AMX tile products: x cut into bf16 planes once (amx_gemm.hpp), then per task of kAmxN rows
 // (W [N, K]) or columns (W [K, N]) of W and per K block: the tile decoded to f32 in L1-sized
-// pieces (16 rows x kPackChunk, or 32 rows along K) and cut into two bf16 planes, the tile
-// products over every row of x accumulated in ct, which goes to y at the end.
+// pieces (16 rows x kPackChunk, or 32 rows along K) and cut into w_planes bf16 planes (two, or
+// one where amx_one_plane_w: mxfp4's straight from storage), the tile products over every row of
+// x accumulated in ct, which goes to y at the end (times fp8's row or nvfp4's global scale).
 // K block and rows of W per task: 128 x 1024 and 256 x 512 measured alike (q4_0, bf16 x, M = 64,
 // 256, 512), 128 x 512 0.85-0.9x, 64 x 2048 within the spread (docs/perf-cpu.md).
 constexpr int64_t kAmxK = 1024, kAmxN = 128;
@@ -371,7 +372,7 @@ void f32_tasks(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
 }
 
 void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
-               int threads, int x_planes) {
+               int threads, int x_planes, int w_planes) {
   const bool kn = w.layout == Layout::kn;
   const int workers = workers_for(threads, w.n * w.k * m);
   const int64_t K = w.k, kp = round_up(K, amx::kStep), ks = kp / amx::kStep;
@@ -386,6 +387,29 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
     tiled(kr, w, x, K, m, y, w.n, threads);
     return;
   }
+  // One plane of fp8 or nvfp4 values: the plane holds them without the per-row (fp8) or global
+  // (nvfp4) f32 scale, which multiplies the sums at the end instead (u: the plan that decodes so).
+  WeightPlan u = w;
+  const bool row_scaled = w.scheme == Scheme::fp8_e4m3 || w.scheme == Scheme::fp8_e5m2;
+  const bool channel = w.granularity == Granularity::channel;
+  const std::vector<float> unit(static_cast<std::size_t>(row_scaled ? (channel ? w.n : 1) : 0),
+                                1.0f);
+  if (w_planes == 1 && row_scaled) u.scales = reinterpret_cast<const uint8_t*>(unit.data());
+  if (w_planes == 1 && w.scheme == Scheme::nvfp4) {
+    if (!std::isfinite(w.global)) {  // every sum would meet it: the f32 path's classes
+      tiled(kr, w, x, K, m, y, w.n, threads);
+      return;
+    }
+    u.global = 1.0f;
+  }
+  const auto post_scale = [&](int64_t n) {
+    if (w_planes != 1) return 1.0f;
+    if (w.scheme == Scheme::nvfp4) return w.global;
+    if (!row_scaled) return 1.0f;
+    float s;
+    std::memcpy(&s, w.scales + (channel ? n * 4 : 0), 4);
+    return s;
+  };
   const int64_t kc = std::min(kAmxK, kp), nc = kAmxN, chunk = kr.pack_chunk;
   const int64_t tasks = (w.n + nc - 1) / nc;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
@@ -396,9 +420,9 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   };
   std::vector<Scratch> scratch;
   for (int i = 0; i < used; ++i)
-    scratch.push_back({std::unique_ptr<uint16_t[]>(
-                           new uint16_t[static_cast<std::size_t>(nc * kc * amx::kWPlanes)]),
-                       Buffer(f32_floats), Buffer(nc * mp)});
+    scratch.push_back(
+        {std::unique_ptr<uint16_t[]>(new uint16_t[static_cast<std::size_t>(nc * kc * w_planes)]),
+         Buffer(f32_floats), Buffer(nc * mp)});
   // Tasks whose weights hold an infinity or a NaN (fp8 codes, GGUF scales) run the f32 path
   // after the others.
   std::vector<int64_t> nonfinite_tasks;
@@ -410,14 +434,26 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
                   rows = std::min(nc, w.n - n0);  // rows of W [N, K], columns of [K, N]
     const int64_t w_pad = round_up(rows, 2 * amx::kBlock);
     bool w_nonfinite = false;
+    for (int64_t j = 0; j < rows && w_planes == 1; ++j)  // a row scale's inf or NaN: the f32 path
+      w_nonfinite |= !std::isfinite(post_scale(n0 + j));
     for (int64_t k0 = 0; k0 < kp && !w_nonfinite; k0 += kc) {
       const int64_t kcp = std::min(kc, kp - k0), kcs = kcp / amx::kStep;
       if (kn) {
         for (int64_t s = 0; s < kcs; ++s) {
           const int64_t k1 = k0 + s * amx::kStep;
           const int64_t valid = std::clamp(K - k1, int64_t{0}, amx::kStep);
-          if (valid > 0) kr.decode_kn(w, k1, valid, n0, rows, sc.f32.get(), nc);
-          w_nonfinite |= amx::split_w_kn(sc.f32.get(), nc, valid, w_pad, sc.wp.get(), kcs, s);
+          if (valid > 0) kr.decode_kn(u, k1, valid, n0, rows, sc.f32.get(), nc);
+          w_nonfinite |=
+              amx::split_w_kn(sc.f32.get(), nc, valid, w_pad, sc.wp.get(), kcs, s, w_planes);
+        }
+      } else if (w_planes == 1 && w.scheme == Scheme::mxfp4 && K % amx::kStep == 0) {
+        const int64_t ng = K / amx::kStep;  // mxfp4's groups of 32: one a tile row
+        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
+          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+          const int64_t row = rr > 0 ? n0 + r0 : 0;
+          w_nonfinite |=
+              amx::mxfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
+                                  rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
         }
       } else {
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
@@ -426,15 +462,15 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
             const int64_t cols = std::min(chunk, kcp - kb);
             const int64_t valid = std::clamp(K - k0 - kb, int64_t{0}, cols);
             if (rr > 0 && valid > 0)
-              kr.decode_nk(w, n0 + r0, rr, k0 + kb, valid, sc.f32.get(), chunk);
+              kr.decode_nk(u, n0 + r0, rr, k0 + kb, valid, sc.f32.get(), chunk);
             w_nonfinite |= amx::split_w(sc.f32.get(), chunk, valid > 0 ? rr : 0, cols, sc.wp.get(),
-                                        kcs, r0 / amx::kBlock, kb / amx::kStep);
+                                        kcs, r0 / amx::kBlock, kb / amx::kStep, w_planes);
           }
         }
       }
       if (!w_nonfinite)
-        amx::gemm(sc.wp.get(), kcs, w_pad, xp.get(), x_planes, kn, ks, mp, k0 / amx::kStep,
-                  sc.ct.get(), kn ? nc : mp, k0 > 0);
+        amx::gemm(sc.wp.get(), w_planes, kcs, w_pad, xp.get(), x_planes, kn, ks, mp,
+                  k0 / amx::kStep, sc.ct.get(), kn ? nc : mp, k0 > 0);
     }
     if (w_nonfinite) {
       const std::lock_guard<std::mutex> lock(nonfinite_mutex);
@@ -442,13 +478,16 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
       return;
     }
     const float* ct = sc.ct.get();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < rows; ++j) y[i * w.n + n0 + j] = kn ? ct[i * nc + j] : ct[j * mp + i];
+    for (int64_t j = 0; j < rows; ++j) {
+      const float s = post_scale(n0 + j);
+      for (int64_t i = 0; i < m; ++i)
+        y[i * w.n + n0 + j] = s * (kn ? ct[i * nc + j] : ct[j * mp + i]);
+    }
   });
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 
-// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (f32 x: affine, mxfp4; bf16
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (f32 x: affine; bf16
 // x: affine; x_planes as x's dtype gives them; mxfp8, f16 x and any group of >= 32 would run
 // correctly too). Per task (kAmxN rows of W) and K block: the values decoded by the engine from a
 // copy of the plan whose scales are ones and biases zeros (so the decode gives q, or the E2M1 /
@@ -479,11 +518,10 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
   }
   const bool mx = w.scheme != Scheme::affine;
   // 4/8-bit affine codes and E2M1 nibbles go into the tiles as they are stored (no decode to f32).
-  const amx::DirectCodes direct = w.scheme == Scheme::mxfp4 ? amx::DirectCodes::e2m1
-                                  : mx                      ? amx::DirectCodes::none
-                                  : w.bits == 4             ? amx::DirectCodes::u4
-                                  : w.bits == 8             ? amx::DirectCodes::u8
-                                                            : amx::DirectCodes::none;
+  const amx::DirectCodes direct = mx            ? amx::DirectCodes::none
+                                  : w.bits == 4 ? amx::DirectCodes::u4
+                                  : w.bits == 8 ? amx::DirectCodes::u8
+                                                : amx::DirectCodes::none;
   // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
   // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
   const int64_t kc_rows =
@@ -613,8 +651,12 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
       amx_codes_tiled(kr, w, x, m, y, threads, x_planes == 0 ? amx::kCodeXPlanes : x_planes);
       return;
     }
-    if (x_planes > 0) {
-      amx_tiled(kr, w, x, m, y, threads, x_planes);
+    // W exact in one plane (amx_one_plane_w): f32 x in three planes against it, as on the codes
+    // path.
+    const bool one_plane = amx_one_plane_w(w.scheme);
+    if (x_planes > 0 || (one_plane && w.layout == Layout::nk)) {
+      amx_tiled(kr, w, x, m, y, threads, x_planes > 0 ? x_planes : amx::kCodeXPlanes,
+                one_plane ? 1 : amx::kWPlanes);
       return;
     }
   }

@@ -137,11 +137,11 @@ constexpr bool c_used(int i, int j) {
 // C tiles over the steps: the products of amx_gemm.hpp for XP planes of x, ordered so that
 // consecutive products share a loaded operand. w0 / x0: the first step's tiles of W block 0 / x
 // block 0; wnext / xnext: elements to block 1.
-template <int XP, int MB, bool KN>
+template <int WP, int XP, int MB, bool KN>
 void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext, int64_t steps) {
   // The tile numbers are literal tokens: GCC's tile macros paste them into the assembly.
   for (int64_t s = 0; s < steps; ++s) {
-    const uint16_t* w = w0 + s * kWPlanes * kTile;
+    const uint16_t* w = w0 + s * WP * kTile;
     const uint16_t* x = x0 + s * XP * kTile;
     auto load_w = [&](int plane) {
       const uint16_t* p = w + plane * kTile;
@@ -169,7 +169,10 @@ void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext,
       if constexpr (c_used<MB, KN>(1, 0)) _tile_dpbf16ps(2, 5, 6);
       if constexpr (MB == 2) _tile_dpbf16ps(3, 5, 7);
     };
-    if constexpr (XP == 1) {  // (0,0) (1,0)
+    if constexpr (WP == 1) {  // (0,0) (0,1) ..: W exact in one plane
+      load_w(0);
+      for (int p = 0; p < XP; ++p) load_x(p), dp();
+    } else if constexpr (XP == 1) {  // (0,0) (1,0)
       load_x(0);
       load_w(0), dp();
       load_w(1), dp();
@@ -182,7 +185,7 @@ void block(const uint16_t* w0, int64_t wnext, const uint16_t* x0, int64_t xnext,
 }
 
 // C tile 2i + j at c + 16 i rows + 16 j columns of ct.
-template <int XP, int MB, bool KN>
+template <int WP, int XP, int MB, bool KN>
 void c_block(float* c, int64_t ldct, bool accumulate, const uint16_t* w0, int64_t wnext,
              const uint16_t* x0, int64_t xnext, int64_t steps) {
   const int64_t cstride = ldct * 4;
@@ -198,20 +201,20 @@ void c_block(float* c, int64_t ldct, bool accumulate, const uint16_t* w0, int64_
     if constexpr (c_used<MB, KN>(1, 0)) _tile_zero(2);
     if constexpr (MB == 2) _tile_zero(3);
   }
-  block<XP, MB, KN>(w0, wnext, x0, xnext, steps);
+  block<WP, XP, MB, KN>(w0, wnext, x0, xnext, steps);
   _tile_stored(0, c, cstride);
   if constexpr (c_used<MB, KN>(0, 1)) _tile_stored(1, c + kBlock, cstride);
   if constexpr (c_used<MB, KN>(1, 0)) _tile_stored(2, c1, cstride);
   if constexpr (MB == 2) _tile_stored(3, c1 + kBlock, cstride);
 }
 
-template <int XP, bool KN>
+template <int WP, int XP, bool KN>
 void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int64_t ks,
              int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
   // Steps per pass: a pair of x blocks over kSub steps (16 KB at two planes) stays in L1 while
   // the W blocks of the tile go by.
   constexpr int64_t kSub = 4;
-  const int64_t wnext = kcs * kWPlanes * kTile, xnext = ks * XP * kTile;
+  const int64_t wnext = kcs * WP * kTile, xnext = ks * XP * kTile;
   const int64_t mblocks = mp / kBlock;
   for (int64_t sub = 0; sub < kcs; sub += kSub) {
     const int64_t n = kcs - sub < kSub ? kcs - sub : kSub;
@@ -222,11 +225,11 @@ void gemm_xp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp,
         // ct[n][m] for W [N, K], ct[m][n] for W [K, N]
         float* c =
             KN ? ct + mb * kBlock * ldct + nb * kBlock : ct + nb * kBlock * ldct + mb * kBlock;
-        const uint16_t* w0 = wp + nb * wnext + sub * kWPlanes * kTile;
+        const uint16_t* w0 = wp + nb * wnext + sub * WP * kTile;
         if (mb + 1 < mblocks)
-          c_block<XP, 2, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
+          c_block<WP, XP, 2, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
         else
-          c_block<XP, 1, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
+          c_block<WP, XP, 1, KN>(c, ldct, acc, w0, wnext, x0, xnext, n);
       }
     }
   }
@@ -332,13 +335,14 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 
 namespace {
 
-// Words j of a 32-entry table: the bf16 of 4-bit code j % 16 (vpermw reads 5 bits of an index).
-__m512i nibble_table(DirectCodes kind) {
+// Words j of a 32-entry table: the bf16 of 4-bit code j % 16, as an integer or (e2m1) an E2M1
+// value (vpermw reads 5 bits of an index).
+__m512i nibble_table(bool e2m1) {
   alignas(64) uint16_t t[32];
   for (int j = 0; j < 32; ++j) {
     const int c = j % 16;
     float v = static_cast<float>(c);
-    if (kind == DirectCodes::e2m1) {
+    if (e2m1) {
       static constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
       v = c < 8 ? kE2M1[c] : -kE2M1[c - 8];
     }
@@ -354,8 +358,7 @@ __m512i nibble_table(DirectCodes kind) {
 void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
                     int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
                     int64_t s0) {
-  static const __m512i u4 = nibble_table(DirectCodes::u4), e2m1 = nibble_table(DirectCodes::e2m1);
-  const __m512i table = kind == DirectCodes::e2m1 ? e2m1 : u4;
+  static const __m512i table = nibble_table(false);
   for (int64_t r = 0; r < kBlock; ++r) {
     uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
     if (r >= rows) {
@@ -384,6 +387,39 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
       _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(idx, table));
     }
   }
+}
+
+bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scales,
+                    int64_t ld_scales, int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp,
+                    int64_t kcs, int64_t nb, int64_t s0) {
+  static const __m512i table = nibble_table(true);
+  const __m512i magnitude = _mm512_set1_epi16(0x7fff);
+  bool bad = false;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    if (r >= rows) {
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
+        _mm512_storeu_si512(dst, _mm512_setzero_si512());
+      continue;
+    }
+    const uint8_t* src = codes + r * row_bytes + k0 / 2;
+    const uint8_t* e = scales + r * ld_scales + k0 / kStep;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      // 2^(E - 127) times E2M1's 0.5..6 within [2^-65, 2^66], as split_w's one plane.
+      const int E = e[c / kStep];
+      bad |= E < 63 || E > 190;
+      const __m512i d =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
+      const __m512i v =
+          _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), table);
+      // The scale into the exponent field of the nonzero values (exact: a power of two).
+      const __mmask32 nonzero = _mm512_test_epi16_mask(v, magnitude);
+      _mm512_storeu_si512(
+          dst, _mm512_mask_add_epi16(v, nonzero, v,
+                                     _mm512_set1_epi16(static_cast<int16_t>((E - 127) * 128))));
+    }
+  }
+  return bad;
 }
 
 namespace {
@@ -434,14 +470,36 @@ void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* 
   _tile_release();
 }
 
+namespace {
+
+// Lanes of v that one plane does not take: a remainder below the truncated value, not finite, or
+// a magnitude outside [2^-65, 2^66] (below it the products with x's smaller planes would fall
+// under f32's normal range, which the tile unit flushes to zero).
+inline __mmask16 not_one_plane(__m512 v) {
+  __m512 p[2];
+  const __mmask16 bad = split<2>(v, p);
+  const __m512 a = _mm512_abs_ps(v);
+  return bad | _mm512_cmp_ps_mask(p[1], _mm512_setzero_ps(), _CMP_NEQ_UQ) |
+         _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p66f), _CMP_GT_OQ) |
+         (_mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-65f), _CMP_LT_OQ) &
+          _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_OQ));
+}
+
+}  // namespace
+
 bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
-             int64_t nb, int64_t s0) {
+             int64_t nb, int64_t s0, int planes) {
   __mmask16 bad = 0;
   for (int64_t r = 0; r < kBlock; ++r) {
-    uint16_t* dst = wp + (nb * kcs + s0) * kWPlanes * kTile + r * kStep;
-    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kWPlanes * kTile) {
+    uint16_t* dst = wp + (nb * kcs + s0) * planes * kTile + r * kStep;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += planes * kTile) {
       __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
       if (r < rows) load32(t + r * ld + c, ld - c, lo, hi);
+      if (planes == 1) {
+        bad |= not_one_plane(lo) | not_one_plane(hi);
+        _mm512_storeu_si512(dst, pack_bf16(lo, hi));
+        continue;
+      }
       __m512 pl[kWPlanes], ph[kWPlanes];
       bad |= split<kWPlanes>(lo, pl) | split<kWPlanes>(hi, ph);
       for (int p = 0; p < kWPlanes; ++p)
@@ -452,11 +510,11 @@ bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 }
 
 bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp,
-                int64_t kcs, int64_t s) {
+                int64_t kcs, int64_t s, int planes) {
   const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __mmask16 bad = 0;
   for (int64_t c = 0; c < cols_pad; c += kBlock) {
-    uint16_t* dst = wp + (c / kBlock * kcs + s) * kWPlanes * kTile;
+    uint16_t* dst = wp + (c / kBlock * kcs + s) * planes * kTile;
     for (int kk = 0; kk < 16; ++kk) {
       const __m512 a = 2 * kk < rows ? _mm512_loadu_ps(t + 2 * kk * ld + c) : _mm512_setzero_ps();
       const __m512 b =
@@ -465,6 +523,10 @@ bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint
       // Plane 0: both values truncated, a's bf16 in the low half of each dword.
       _mm512_storeu_si512(dst + kk * kStep,
                           _mm512_or_si512(_mm512_srli_epi32(ab, 16), _mm512_and_si512(bb, top)));
+      if (planes == 1) {
+        bad |= not_one_plane(a) | not_one_plane(b);
+        continue;
+      }
       const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_and_si512(ab, top)));
       const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_and_si512(bb, top)));
       bad |= _mm512_cmp_ps_mask(ra, ra, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(rb, rb, _CMP_UNORD_Q);
@@ -477,20 +539,36 @@ bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint
   return bad != 0;
 }
 
-void gemm(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes, bool kn,
-          int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate) {
-  configure();
+namespace {
+
+template <int WP>
+void gemm_wp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes,
+             bool kn, int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct,
+             bool accumulate) {
   if (kn) {
     if (x_planes == 1)
-      gemm_xp<1, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+      gemm_xp<WP, 1, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
     else
-      gemm_xp<2, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
-  } else {
-    if (x_planes == 1)
-      gemm_xp<1, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
-    else
-      gemm_xp<2, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+      gemm_xp<WP, 2, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  } else if (x_planes == 1) {
+    gemm_xp<WP, 1, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  } else if (x_planes == 2) {
+    gemm_xp<WP, 2, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+  } else if constexpr (WP == 1) {
+    gemm_xp<1, kCodeXPlanes, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
   }
+}
+
+}  // namespace
+
+void gemm(const uint16_t* wp, int w_planes, int64_t kcs, int64_t w_pad, const uint16_t* xp,
+          int x_planes, bool kn, int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct,
+          bool accumulate) {
+  configure();
+  if (w_planes == 1)
+    gemm_wp<1>(wp, kcs, w_pad, xp, x_planes, kn, ks, mp, s0, ct, ldct, accumulate);
+  else
+    gemm_wp<2>(wp, kcs, w_pad, xp, x_planes, kn, ks, mp, s0, ct, ldct, accumulate);
   _tile_release();
 }
 

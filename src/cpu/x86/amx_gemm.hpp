@@ -66,16 +66,19 @@ bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, 
 
 // Row block nb of a W tile kcs steps wide, steps [s0, s0 + cols_pad / 32), from 16 rows of an
 // f32 tile t (ld floats apart, the first `rows` of them valid, zero past the valid columns up to
-// cols_pad); rows past `rows` become zeros. True if a value was not finite.
+// cols_pad); rows past `rows` become zeros. planes: kWPlanes, or 1 for weights whose values are
+// exact in bf16 (mxfp4, mxfp8: a small significand times a power of two). True if a value was
+// not finite, or (one plane) not exact in bf16 or outside [2^-65, 2^66] in magnitude (so that its
+// products with x's planes stay within f32's normal range, which the tile unit keeps).
 bool split_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp, int64_t kcs,
-             int64_t nb, int64_t s0);
+             int64_t nb, int64_t s0, int planes);
 
 // W [K, N]: step s of a W tile kcs steps wide, from 32 rows along K of an f32 tile t (ld floats
 // apart, the first `rows` valid; columns up to cols_pad, a multiple of 32, zero past N): for
 // each 16-column block, tile row kk holds the bf16 pairs (t[2kk][n], t[2kk + 1][n]) of the
 // plane (the B operand). True if a value was not finite.
 bool split_w_kn(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_t* wp,
-                int64_t kcs, int64_t s);
+                int64_t kcs, int64_t s, int planes);
 
 // The codes path's W tile: row block nb of a tile kcs steps wide, steps [s0, s0 + cols_pad /
 // 32), one bf16 plane (the values are exact in bf16), from 16 rows of an f32 tile t as split_w.
@@ -84,8 +87,8 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
              int64_t nb, int64_t s0);
 
 // The codes whose values codes_w_direct reads straight from storage (no f32 tile between):
-// affine 4-bit and 8-bit codes q, and mxfp4's E2M1 nibbles (the value before its 2^E).
-enum class DirectCodes { none, u4, u8, e2m1 };
+// affine 4-bit and 8-bit codes q.
+enum class DirectCodes { none, u4, u8 };
 
 // The codes path's W tile as codes_w, read from the codes themselves: rows rows (<= 16) of
 // row_bytes bytes each from `codes` (element k0 of each row first, k0 a multiple of 32 and of
@@ -95,6 +98,15 @@ enum class DirectCodes { none, u4, u8, e2m1 };
 void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
                     int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
                     int64_t s0);
+
+// One plane of mxfp4 W [N, K] as split_w makes it (values with their scale), read from storage:
+// rows rows of row_bytes bytes of E2M1 nibbles from `codes` and their E8M0 scales (ld_scales a
+// row), from element k0 (a multiple of 32), cols_pad a multiple of 32 within the rows. True if a
+// scale puts a value outside split_w's range for one plane (E < 63 or > 190: the task runs the f32
+// path).
+bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scales,
+                    int64_t ld_scales, int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp,
+                    int64_t kcs, int64_t nb, int64_t s0);
 
 // The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
 // 32) against x's planes (1 bf16, 2 f16, kCodeXPlanes f32) at steps [s0, s0 + kcs), a group
@@ -110,7 +122,10 @@ void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* 
 // [s0, s0 + kcs) (ks steps per row block of x, mp rows, a multiple of 16):
 //   W [N, K]: ct[n][m] (+)= Σ_k W[n][k] · x[m][k]   (C tiles are rows of W x rows of x);
 //   W [K, N]: ct[m][n] (+)= Σ_k x[m][k] · W[k][n]   (kn; rows of x x columns of W).
-void gemm(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp, int x_planes, bool kn,
-          int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct, bool accumulate);
+// W in w_planes planes (kWPlanes, or 1 as split_w); x in 1 or 2 planes, or kCodeXPlanes with one
+// plane of W [N, K].
+void gemm(const uint16_t* wp, int w_planes, int64_t kcs, int64_t w_pad, const uint16_t* xp,
+          int x_planes, bool kn, int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct,
+          bool accumulate);
 
 }  // namespace quanta::cpu::amx
