@@ -165,32 +165,35 @@ TEST(CpuAmxEdges, ExtremeAndNonFiniteActivations) {
   expect_same_classes(y, ref::matmul(x.view(), w));
 }
 
-// Weights that decode to infinity (E5M2 code 0x7c) or NaN (0x7f) send their task to the f32
-// path: the results' classes match the oracle's (inf, not the NaN of inf · a zero plane).
+// Weights that decode to infinity (E5M2 code 0x7c) or NaN (0x7f; E4M3 0x7f, 0xff) send their
+// task to the f32 path: the results' classes match the oracle's (inf, not the NaN of inf · a zero
+// plane).
 TEST(CpuAmxEdges, NonFiniteWeights) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   const int64_t N = 300, K = 256, M = 40;
   const DType t = DType::f16;
-  for (Layout layout : {Layout::nk, Layout::kn}) {
-    QuantizedMatrix w = weights(Format::fp8_e5m2(), N, K, t, 8, layout);
-    auto* codes = reinterpret_cast<uint8_t*>(w.codes);
-    auto at = [&](int64_t n, int64_t k) -> uint8_t& {
-      return codes[layout == Layout::nk ? n * K + k : k * N + n];
-    };
-    at(2, 17) = 0x7c;    // +inf, row (column) 2
-    at(140, 9) = 0xfc;   // -inf, another task
-    at(141, 30) = 0x7f;  // NaN
-    const test::Dense x = test::random_dense(t, M, K, 9);
-    const test::Dense y = amx_y(w, x);
-    const std::vector<double> want = ref::matmul(x.view(), w);
-    expect_same_classes(y, want);
-    double num = 0, den = 0;  // the finite results as close as any
-    for (int64_t i = 0; i < M * N; ++i) {
-      const double v = want[static_cast<std::size_t>(i)], got = y.at(i);
-      if (std::isfinite(v) && std::isfinite(got)) num += (got - v) * (got - v), den += v * v;
+  for (Layout layout : {Layout::nk, Layout::kn})
+    for (const bool e4m3 : {false, true}) {  // E4M3 has NaN codes only (0x7f, 0xff)
+      QuantizedMatrix w =
+          weights(e4m3 ? Format::fp8_e4m3() : Format::fp8_e5m2(), N, K, t, 8, layout);
+      auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+      auto at = [&](int64_t n, int64_t k) -> uint8_t& {
+        return codes[layout == Layout::nk ? n * K + k : k * N + n];
+      };
+      at(2, 17) = e4m3 ? 0xff : 0x7c;   // +inf (E4M3: NaN), row (column) 2
+      at(140, 9) = e4m3 ? 0x7f : 0xfc;  // -inf, another task
+      at(141, 30) = 0x7f;               // NaN
+      const test::Dense x = test::random_dense(t, M, K, 9);
+      const test::Dense y = amx_y(w, x);
+      const std::vector<double> want = ref::matmul(x.view(), w);
+      expect_same_classes(y, want);
+      double num = 0, den = 0;  // the finite results as close as any
+      for (int64_t i = 0; i < M * N; ++i) {
+        const double v = want[static_cast<std::size_t>(i)], got = y.at(i);
+        if (std::isfinite(v) && std::isfinite(got)) num += (got - v) * (got - v), den += v * v;
+      }
+      EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t));
     }
-    EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t));
-  }
 }
 
 // Grouped experts with bf16 x: an expert with 40 rows runs on AMX (the others, with fewer, on the

@@ -104,10 +104,15 @@ QuantizedMatrix random_matrix(const Format& f, int64_t n, int64_t k, Layout layo
     for (std::size_t i = b; i < e; ++i) codes[i] = static_cast<uint8_t>(rng() >> 17);
   });
   const SchemeInfo& info = f.info();
-  // Keep E4M3 codes finite (0x7f/0xff are NaN): clear bit 0 of those bytes.
+  // Keep fp8 codes finite as a checkpoint's are (E4M3 0x7f/0xff are NaN: clear bit 0 of those
+  // bytes; E5M2's exponent field of all ones is inf or NaN: clear its low bit), or a kernel's
+  // fallback for non-finite weights is what gets timed.
   if (info.code == ElementCode::e4m3)
     for (std::size_t i = 0; i < fp.code_bytes; ++i)
       if ((codes[i] & 0x7f) == 0x7f) codes[i] &= 0xfe;
+  if (info.code == ElementCode::e5m2)
+    for (std::size_t i = 0; i < fp.code_bytes; ++i)
+      if ((codes[i] & 0x7c) == 0x7c) codes[i] &= 0xfb;
   auto* scales = reinterpret_cast<uint8_t*>(w.scales);
   switch (info.family) {
     case Family::affine:

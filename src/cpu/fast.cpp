@@ -455,6 +455,14 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
               amx::mxfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
                                   rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
         }
+      } else if (w_planes == 1 && row_scaled) {
+        const int64_t valid = std::clamp(K - k0, int64_t{0}, kcp);
+        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
+          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+          w_nonfinite |= amx::fp8_w_direct(
+              w.scheme == Scheme::fp8_e5m2, w.codes + (rr > 0 ? n0 + r0 : 0) * w.row_bytes,
+              w.row_bytes, rr, valid, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
+        }
       } else {
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
           const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);

@@ -7,6 +7,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace quanta::cpu::amx {
 
 namespace {
@@ -420,6 +422,54 @@ bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scal
     }
   }
   return bad;
+}
+
+namespace {
+
+// Words i (0..7 for E4M3, 0..3 for E5M2) of a 32-entry table: the bf16 of subnormal code i.
+__m512i fp8_subnormal_table(bool e5m2) {
+  alignas(64) uint16_t t[32] = {};
+  for (int i = 1; i < (e5m2 ? 4 : 8); ++i) {
+    const float v = static_cast<float>(i) * (e5m2 ? 0x1p-16f : 0x1p-9f);
+    uint32_t b;
+    __builtin_memcpy(&b, &v, 4);
+    t[i] = static_cast<uint16_t>(b >> 16);  // exact: at most 3 significant bits
+  }
+  return _mm512_load_si512(t);
+}
+
+}  // namespace
+
+bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, int64_t rows, int64_t valid,
+                  int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0) {
+  static const __m512i sub4 = fp8_subnormal_table(false), sub5 = fp8_subnormal_table(true);
+  const __m512i sub_table = e5m2 ? sub5 : sub4;
+  // Normal codes: the exponent rebiased to bf16's (E4M3 bias 7, E5M2 15) and the mantissa moved
+  // up; a zero exponent field is a subnormal (table); an all-ones field (E5M2) or code 0x7f
+  // (E4M3) is not finite.
+  const __m512i magnitude = _mm512_set1_epi16(0x7f);
+  const __m512i exp_field = _mm512_set1_epi16(e5m2 ? 0x7c : 0x78);
+  const __m512i bias = _mm512_set1_epi16(static_cast<int16_t>((e5m2 ? 112 : 120) << 7));
+  __mmask32 bad = 0;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    const uint8_t* src = codes + r * row_bytes + k0;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      const int64_t n = r < rows ? std::min<int64_t>(std::max<int64_t>(valid - c, 0), kStep) : 0;
+      const __m256i raw = _mm256_maskz_loadu_epi8(static_cast<__mmask32>((uint64_t{1} << n) - 1),
+                                                  src + (n > 0 ? c : 0));
+      const __m512i b = _mm512_cvtepu8_epi16(raw);
+      const __m512i mag = _mm512_and_si512(b, magnitude);
+      const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(mag, e5m2 ? 5 : 4), bias);
+      const __mmask32 subnormal = _mm512_testn_epi16_mask(mag, exp_field);
+      __m512i v = _mm512_mask_permutexvar_epi16(normal, subnormal, mag, sub_table);
+      v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_andnot_si512(magnitude, b), 8));  // sign
+      bad |=
+          e5m2 ? _mm512_cmpge_epu16_mask(mag, exp_field) : _mm512_cmpeq_epi16_mask(mag, magnitude);
+      _mm512_storeu_si512(dst, v);
+    }
+  }
+  return bad != 0;
 }
 
 namespace {

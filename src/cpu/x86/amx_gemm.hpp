@@ -108,6 +108,12 @@ bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scal
                     int64_t ld_scales, int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp,
                     int64_t kcs, int64_t nb, int64_t s0);
 
+// One plane of e4m3 (e5m2) W [N, K] without its row scale, read from storage: rows rows of
+// row_bytes codes from `codes`, the first `valid` of cols_pad (a multiple of 32) from element k0,
+// zeros past them. True if a code is not finite (the task runs the f32 path).
+bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, int64_t rows, int64_t valid,
+                  int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0);
+
 // The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
 // 32) against x's planes (1 bf16, 2 f16, kCodeXPlanes f32) at steps [s0, s0 + kcs), a group
 // (gsteps steps) at a time: ct[n][m] += sc[n][g] · Σ_{k in g} W[n][k] · x[m][k] + bi[n][g] ·
