@@ -290,12 +290,12 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
   expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
 }
 
-// mxfp4 and mxfp8 W in one bf16 plane, scale included, against every x dtype; then scales at
-// the ends of the plane's range (values within [2^-65, 2^66], so that the products with x's
-// smaller planes stay normal: the tile unit flushes subnormal ones): E8M0 64..190 stay on the
-// plane, a task with a 63 or a 191 runs the f32 path, as do scales far under the range (E = 5, 6:
-// on one plane x's third plane would be lost). With all of a matrix's scales near an end, a
-// flushed product or a lost task would show.
+// W in one bf16 plane (mxfp4, mxfp8, nvfp4, e4m3 per channel and per tensor, e5m2), against
+// every x dtype, nvfp4's global scale not 1. Then E8M0 scales at the ends of the plane's range
+// (values within [2^-65, 2^66], so that the products with x's smaller planes stay normal: the
+// tile unit flushes subnormal ones; mxfp4 takes 63..190, mxfp8 71..184): all of a matrix's
+// scales at 5..6, 63..64 or 190..191, the first task's rows one step inward; a task with a scale
+// past its format's range runs the f32 path. A flushed product or a lost task would show.
 TEST(CpuAmxOnePlane, MxFormatsAndScalesAtTheEdges) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   const int64_t N = 300, K = 512;

@@ -455,13 +455,25 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
               amx::mxfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
                                   rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
         }
-      } else if (w_planes == 1 && row_scaled) {
-        const int64_t valid = std::clamp(K - k0, int64_t{0}, kcp);
+      } else if (w_planes == 1 && (row_scaled || w.scheme == Scheme::mxfp8)) {
+        const int64_t valid = std::clamp(K - k0, int64_t{0}, kcp), ng = K / amx::kStep;
+        const bool mx8 = w.scheme == Scheme::mxfp8;  // its E8M0 scales per 32
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
           const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
-          w_nonfinite |= amx::fp8_w_direct(
-              w.scheme == Scheme::fp8_e5m2, w.codes + (rr > 0 ? n0 + r0 : 0) * w.row_bytes,
-              w.row_bytes, rr, valid, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
+          const int64_t row = rr > 0 ? n0 + r0 : 0;
+          w_nonfinite |=
+              amx::fp8_w_direct(w.scheme == Scheme::fp8_e5m2, w.codes + row * w.row_bytes,
+                                w.row_bytes, mx8 ? w.scales + row * ng : nullptr, ng, rr, valid, k0,
+                                kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
+        }
+      } else if (w_planes == 1 && w.scheme == Scheme::nvfp4 && K % amx::kStep == 0) {
+        const int64_t ng = K / 16;  // nvfp4's E4M3 scales per 16
+        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
+          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
+          const int64_t row = rr > 0 ? n0 + r0 : 0;
+          w_nonfinite |=
+              amx::nvfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
+                                  rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
         }
       } else {
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {

@@ -8,6 +8,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+
+#include "format/minifloat.hpp"
 
 namespace quanta::cpu::amx {
 
@@ -440,8 +443,9 @@ __m512i fp8_subnormal_table(bool e5m2) {
 
 }  // namespace
 
-bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, int64_t rows, int64_t valid,
-                  int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0) {
+bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, const uint8_t* e8m0,
+                  int64_t ld_e8m0, int64_t rows, int64_t valid, int64_t k0, int64_t cols_pad,
+                  uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0) {
   static const __m512i sub4 = fp8_subnormal_table(false), sub5 = fp8_subnormal_table(true);
   const __m512i sub_table = e5m2 ? sub5 : sub4;
   // Normal codes: the exponent rebiased to bf16's (E4M3 bias 7, E5M2 15) and the mantissa moved
@@ -451,25 +455,72 @@ bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, int64_t ro
   const __m512i exp_field = _mm512_set1_epi16(e5m2 ? 0x7c : 0x78);
   const __m512i bias = _mm512_set1_epi16(static_cast<int16_t>((e5m2 ? 112 : 120) << 7));
   __mmask32 bad = 0;
+  bool bad_scale = false;
   for (int64_t r = 0; r < kBlock; ++r) {
     uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    if (r >= rows) {
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
+        _mm512_storeu_si512(dst, _mm512_setzero_si512());
+      continue;
+    }
     const uint8_t* src = codes + r * row_bytes + k0;
     for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
-      const int64_t n = r < rows ? std::min<int64_t>(std::max<int64_t>(valid - c, 0), kStep) : 0;
-      const __m256i raw = _mm256_maskz_loadu_epi8(static_cast<__mmask32>((uint64_t{1} << n) - 1),
-                                                  src + (n > 0 ? c : 0));
+      const int64_t n = std::min<int64_t>(std::max<int64_t>(valid - c, 0), kStep);
+      const __m256i raw =
+          _mm256_maskz_loadu_epi8(static_cast<__mmask32>((uint64_t{1} << n) - 1), src + c);
       const __m512i b = _mm512_cvtepu8_epi16(raw);
       const __m512i mag = _mm512_and_si512(b, magnitude);
       const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(mag, e5m2 ? 5 : 4), bias);
       const __mmask32 subnormal = _mm512_testn_epi16_mask(mag, exp_field);
       __m512i v = _mm512_mask_permutexvar_epi16(normal, subnormal, mag, sub_table);
+      if (e8m0 != nullptr) {  // mxfp8: 2^(E - 127) into the exponent field of the nonzero values
+        // 2^-9..448 times it within [2^-65, 2^66] (split_w's one plane) for E in [71, 184].
+        const int E = e8m0[r * ld_e8m0 + (k0 + c) / kStep];
+        bad_scale |= E < 71 || E > 184;
+        v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7fff)), v,
+                                  _mm512_set1_epi16(static_cast<int16_t>((E - 127) * 128)));
+      }
       v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_andnot_si512(magnitude, b), 8));  // sign
       bad |=
           e5m2 ? _mm512_cmpge_epu16_mask(mag, exp_field) : _mm512_cmpeq_epi16_mask(mag, magnitude);
       _mm512_storeu_si512(dst, v);
     }
   }
-  return bad != 0;
+  return bad != 0 || bad_scale;
+}
+
+bool nvfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* e4m3, int64_t ld_e4m3,
+                    int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+                    int64_t nb, int64_t s0) {
+  static const __m512i table = nibble_table(true);
+  bool bad = false;
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    if (r >= rows) {
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
+        _mm512_storeu_si512(dst, _mm512_setzero_si512());
+      continue;
+    }
+    const uint8_t* src = codes + r * row_bytes + k0 / 2;
+    const uint8_t* sc = e4m3 + r * ld_e4m3 + k0 / 16;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      // E2M1 times its block's E4M3 scale: at most 6 significant bits, within [2^-10, 2688].
+      const float s_lo = codec::e4m3_to_float(sc[c / 16]);
+      const float s_hi = codec::e4m3_to_float(sc[c / 16 + 1]);
+      bad |= !std::isfinite(s_lo) || !std::isfinite(s_hi);
+      const __m512i d =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
+      const __m512i v =
+          _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), table);
+      const __m512 lo = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
+      const __m512 hi = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+      _mm512_storeu_si512(dst, pack_bf16(_mm512_mul_ps(lo, _mm512_set1_ps(s_lo)),
+                                         _mm512_mul_ps(hi, _mm512_set1_ps(s_hi))));
+    }
+  }
+  return bad;
 }
 
 namespace {

@@ -110,9 +110,19 @@ bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scal
 
 // One plane of e4m3 (e5m2) W [N, K] without its row scale, read from storage: rows rows of
 // row_bytes codes from `codes`, the first `valid` of cols_pad (a multiple of 32) from element k0,
-// zeros past them. True if a code is not finite (the task runs the f32 path).
-bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, int64_t rows, int64_t valid,
-                  int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0);
+// zeros past them; with e8m0 (mxfp8: E8M0 scales, ld_e8m0 a row) each group of 32 times its
+// 2^(E - 127). True if a code is not finite or a scale puts values outside split_w's range for
+// one plane (E < 71 or > 184): the task runs the f32 path.
+bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, const uint8_t* e8m0,
+                  int64_t ld_e8m0, int64_t rows, int64_t valid, int64_t k0, int64_t cols_pad,
+                  uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0);
+
+// One plane of nvfp4 W [N, K] without its global scale, read from storage: E2M1 nibbles times
+// their block's E4M3 scale (ld_e4m3 a row), rows rows from element k0 (a multiple of 32),
+// cols_pad a multiple of 32 within the rows. True if a scale is NaN (the task runs the f32 path).
+bool nvfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* e4m3, int64_t ld_e4m3,
+                    int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs,
+                    int64_t nb, int64_t s0);
 
 // The codes path, W [N, K]: over the kcs steps of a one-plane W tile (w_pad rows, a multiple of
 // 32) against x's planes (1 bf16, 2 f16, kCodeXPlanes f32) at steps [s0, s0 + kcs), a group
