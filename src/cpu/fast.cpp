@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -410,6 +411,36 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
     std::memcpy(&s, w.scales + (channel ? n * 4 : 0), 4);
     return s;
   };
+  // One plane of W [N, K] written from storage (no decode to f32), per block of 16 rows from
+  // `row` (rr of them valid) over K from k0: true if a task must run the f32 path.
+  using DirectRows = std::function<bool(int64_t row, int64_t rr, int64_t k0, int64_t kcp,
+                                        uint16_t * wp, int64_t kcs, int64_t nb)>;
+  DirectRows direct_rows;
+  if (w_planes == 1 && !kn && K % amx::kStep == 0) {
+    const int64_t ng32 = K / amx::kStep, ng16 = K / 16;  // E8M0 scales per 32, E4M3 per 16
+    if (w.scheme == Scheme::mxfp4)
+      direct_rows = [&w, ng32](int64_t row, int64_t rr, int64_t k0, int64_t kcp, uint16_t* wp,
+                               int64_t kcs, int64_t nb) {
+        return amx::mxfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng32,
+                                   ng32, rr, k0, kcp, wp, kcs, nb, 0);
+      };
+    if (w.scheme == Scheme::nvfp4)
+      direct_rows = [&w, ng16](int64_t row, int64_t rr, int64_t k0, int64_t kcp, uint16_t* wp,
+                               int64_t kcs, int64_t nb) {
+        return amx::nvfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng16,
+                                   ng16, rr, k0, kcp, wp, kcs, nb, 0);
+      };
+  }
+  if (w_planes == 1 && !kn && (row_scaled || w.scheme == Scheme::mxfp8)) {
+    const bool mx8 = w.scheme == Scheme::mxfp8;  // with E8M0 scales per 32 (K % 32 == 0)
+    const int64_t ng32 = K / amx::kStep;
+    direct_rows = [&w, mx8, ng32, K](int64_t row, int64_t rr, int64_t k0, int64_t kcp, uint16_t* wp,
+                                     int64_t kcs, int64_t nb) {
+      return amx::fp8_w_direct(w.scheme == Scheme::fp8_e5m2, w.codes + row * w.row_bytes,
+                               w.row_bytes, mx8 ? w.scales + row * ng32 : nullptr, ng32, rr,
+                               std::clamp(K - k0, int64_t{0}, kcp), k0, kcp, wp, kcs, nb, 0);
+    };
+  }
   const int64_t kc = std::min(kAmxK, kp), nc = kAmxN, chunk = kr.pack_chunk;
   const int64_t tasks = (w.n + nc - 1) / nc;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
@@ -446,34 +477,11 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
           w_nonfinite |=
               amx::split_w_kn(sc.f32.get(), nc, valid, w_pad, sc.wp.get(), kcs, s, w_planes);
         }
-      } else if (w_planes == 1 && w.scheme == Scheme::mxfp4 && K % amx::kStep == 0) {
-        const int64_t ng = K / amx::kStep;  // mxfp4's groups of 32: one a tile row
+      } else if (direct_rows) {
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
           const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
-          const int64_t row = rr > 0 ? n0 + r0 : 0;
           w_nonfinite |=
-              amx::mxfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
-                                  rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
-        }
-      } else if (w_planes == 1 && (row_scaled || w.scheme == Scheme::mxfp8)) {
-        const int64_t valid = std::clamp(K - k0, int64_t{0}, kcp), ng = K / amx::kStep;
-        const bool mx8 = w.scheme == Scheme::mxfp8;  // its E8M0 scales per 32
-        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
-          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
-          const int64_t row = rr > 0 ? n0 + r0 : 0;
-          w_nonfinite |=
-              amx::fp8_w_direct(w.scheme == Scheme::fp8_e5m2, w.codes + row * w.row_bytes,
-                                w.row_bytes, mx8 ? w.scales + row * ng : nullptr, ng, rr, valid, k0,
-                                kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
-        }
-      } else if (w_planes == 1 && w.scheme == Scheme::nvfp4 && K % amx::kStep == 0) {
-        const int64_t ng = K / 16;  // nvfp4's E4M3 scales per 16
-        for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {
-          const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
-          const int64_t row = rr > 0 ? n0 + r0 : 0;
-          w_nonfinite |=
-              amx::nvfp4_w_direct(w.codes + row * w.row_bytes, w.row_bytes, w.scales + row * ng, ng,
-                                  rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock, 0);
+              direct_rows(rr > 0 ? n0 + r0 : 0, rr, k0, kcp, sc.wp.get(), kcs, r0 / amx::kBlock);
         }
       } else {
         for (int64_t r0 = 0; r0 < w_pad; r0 += amx::kBlock) {

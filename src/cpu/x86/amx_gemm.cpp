@@ -358,77 +358,6 @@ __m512i nibble_table(bool e2m1) {
   return _mm512_load_si512(t);
 }
 
-}  // namespace
-
-void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
-                    int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
-                    int64_t s0) {
-  static const __m512i table = nibble_table(false);
-  for (int64_t r = 0; r < kBlock; ++r) {
-    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
-    if (r >= rows) {
-      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
-        _mm512_storeu_si512(dst, _mm512_setzero_si512());
-      continue;
-    }
-    if (kind == DirectCodes::u8) {
-      const uint8_t* src = codes + r * row_bytes + k0;
-      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
-        const __m512 lo = _mm512_cvtepi32_ps(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
-        const __m512 hi = _mm512_cvtepi32_ps(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c + 16))));
-        _mm512_storeu_si512(dst, pack_bf16(lo, hi));
-      }
-      continue;
-    }
-    // Nibbles: byte b of a dword in its low word (index b & 31) and b >> 4 in its high word, so
-    // element 2i (the low nibble) and 2i + 1 come out in order.
-    const uint8_t* src = codes + r * row_bytes + k0 / 2;
-    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
-      const __m512i d =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
-      const __m512i idx = _mm512_or_si512(d, _mm512_slli_epi32(d, 12));
-      _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(idx, table));
-    }
-  }
-}
-
-bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scales,
-                    int64_t ld_scales, int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp,
-                    int64_t kcs, int64_t nb, int64_t s0) {
-  static const __m512i table = nibble_table(true);
-  const __m512i magnitude = _mm512_set1_epi16(0x7fff);
-  bool bad = false;
-  for (int64_t r = 0; r < kBlock; ++r) {
-    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
-    if (r >= rows) {
-      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
-        _mm512_storeu_si512(dst, _mm512_setzero_si512());
-      continue;
-    }
-    const uint8_t* src = codes + r * row_bytes + k0 / 2;
-    const uint8_t* e = scales + r * ld_scales + k0 / kStep;
-    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
-      // 2^(E - 127) times E2M1's 0.5..6 within [2^-65, 2^66], as split_w's one plane.
-      const int E = e[c / kStep];
-      bad |= E < 63 || E > 190;
-      const __m512i d =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
-      const __m512i v =
-          _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), table);
-      // The scale into the exponent field of the nonzero values (exact: a power of two).
-      const __mmask32 nonzero = _mm512_test_epi16_mask(v, magnitude);
-      _mm512_storeu_si512(
-          dst, _mm512_mask_add_epi16(v, nonzero, v,
-                                     _mm512_set1_epi16(static_cast<int16_t>((E - 127) * 128))));
-    }
-  }
-  return bad;
-}
-
-namespace {
-
 // Words i (0..7 for E4M3, 0..3 for E5M2) of a 32-entry table: the bf16 of subnormal code i.
 __m512i fp8_subnormal_table(bool e5m2) {
   alignas(64) uint16_t t[32] = {};
@@ -441,7 +370,76 @@ __m512i fp8_subnormal_table(bool e5m2) {
   return _mm512_load_si512(t);
 }
 
+// The bf16 words of 32 nibbles at p (16 bytes, low nibble first) through `table`: byte b of a
+// dword in its low word (index b & 31) and b >> 4 in its high word, so element 2i (the low
+// nibble) and 2i + 1 come out in order.
+inline __m512i nibble_words(const uint8_t* p, __m512i table) {
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), table);
+}
+
+// bf16 words v times 2^(E - 127) (an E8M0 scale): E - 127 added to the exponent field of the
+// nonzero words (exact while the results stay normal: the callers check E's range).
+inline __m512i times_e8m0(__m512i v, int E) {
+  return _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7fff)), v,
+                               _mm512_set1_epi16(static_cast<int16_t>((E - 127) * 128)));
+}
+
+// The one-plane W tile's rows from storage: for row r < rows, row(r, dst) writes its steps (dst
+// the tile row of step s0, the next step kTile further); rows past `rows` become zeros.
+template <class Row>
+void plane_rows(uint16_t* wp, int64_t kcs, int64_t nb, int64_t s0, int64_t rows, int64_t cols_pad,
+                Row&& row) {
+  for (int64_t r = 0; r < kBlock; ++r) {
+    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
+    if (r < rows) {
+      row(r, dst);
+      continue;
+    }
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
+      _mm512_storeu_si512(dst, _mm512_setzero_si512());
+  }
+}
+
 }  // namespace
+
+void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
+                    int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
+                    int64_t s0) {
+  static const __m512i table = nibble_table(false);
+  plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
+    const uint8_t* src = codes + r * row_bytes + (kind == DirectCodes::u8 ? k0 : k0 / 2);
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      if (kind == DirectCodes::u8) {
+        const __m512 lo = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
+        const __m512 hi = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c + 16))));
+        _mm512_storeu_si512(dst, pack_bf16(lo, hi));
+      } else {
+        _mm512_storeu_si512(dst, nibble_words(src + c / 2, table));
+      }
+    }
+  });
+}
+
+bool mxfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* scales,
+                    int64_t ld_scales, int64_t rows, int64_t k0, int64_t cols_pad, uint16_t* wp,
+                    int64_t kcs, int64_t nb, int64_t s0) {
+  static const __m512i table = nibble_table(true);
+  bool bad = false;
+  plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
+    const uint8_t* src = codes + r * row_bytes + k0 / 2;
+    const uint8_t* e = scales + r * ld_scales + k0 / kStep;
+    for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+      // 2^(E - 127) times E2M1's 0.5..6 within [2^-65, 2^66], as split_w's one plane.
+      const int E = e[c / kStep];
+      bad |= E < 63 || E > 190;
+      _mm512_storeu_si512(dst, times_e8m0(nibble_words(src + c / 2, table), E));
+    }
+  });
+  return bad;
+}
 
 bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, const uint8_t* e8m0,
                   int64_t ld_e8m0, int64_t rows, int64_t valid, int64_t k0, int64_t cols_pad,
@@ -456,13 +454,7 @@ bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, const uint
   const __m512i bias = _mm512_set1_epi16(static_cast<int16_t>((e5m2 ? 112 : 120) << 7));
   __mmask32 bad = 0;
   bool bad_scale = false;
-  for (int64_t r = 0; r < kBlock; ++r) {
-    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
-    if (r >= rows) {
-      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
-        _mm512_storeu_si512(dst, _mm512_setzero_si512());
-      continue;
-    }
+  plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
     const uint8_t* src = codes + r * row_bytes + k0;
     for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
       const int64_t n = std::min<int64_t>(std::max<int64_t>(valid - c, 0), kStep);
@@ -473,19 +465,18 @@ bool fp8_w_direct(bool e5m2, const uint8_t* codes, int64_t row_bytes, const uint
       const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(mag, e5m2 ? 5 : 4), bias);
       const __mmask32 subnormal = _mm512_testn_epi16_mask(mag, exp_field);
       __m512i v = _mm512_mask_permutexvar_epi16(normal, subnormal, mag, sub_table);
-      if (e8m0 != nullptr) {  // mxfp8: 2^(E - 127) into the exponent field of the nonzero values
+      if (e8m0 != nullptr) {  // mxfp8: times 2^(E - 127)
         // 2^-9..448 times it within [2^-65, 2^66] (split_w's one plane) for E in [71, 184].
         const int E = e8m0[r * ld_e8m0 + (k0 + c) / kStep];
         bad_scale |= E < 71 || E > 184;
-        v = _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7fff)), v,
-                                  _mm512_set1_epi16(static_cast<int16_t>((E - 127) * 128)));
+        v = times_e8m0(v, E);
       }
       v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_andnot_si512(magnitude, b), 8));  // sign
       bad |=
           e5m2 ? _mm512_cmpge_epu16_mask(mag, exp_field) : _mm512_cmpeq_epi16_mask(mag, magnitude);
       _mm512_storeu_si512(dst, v);
     }
-  }
+  });
   return bad != 0 || bad_scale;
 }
 
@@ -494,13 +485,7 @@ bool nvfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* e4m3
                     int64_t nb, int64_t s0) {
   static const __m512i table = nibble_table(true);
   bool bad = false;
-  for (int64_t r = 0; r < kBlock; ++r) {
-    uint16_t* dst = wp + (nb * kcs + s0) * kTile + r * kStep;
-    if (r >= rows) {
-      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile)
-        _mm512_storeu_si512(dst, _mm512_setzero_si512());
-      continue;
-    }
+  plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
     const uint8_t* src = codes + r * row_bytes + k0 / 2;
     const uint8_t* sc = e4m3 + r * ld_e4m3 + k0 / 16;
     for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
@@ -508,10 +493,7 @@ bool nvfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* e4m3
       const float s_lo = codec::e4m3_to_float(sc[c / 16]);
       const float s_hi = codec::e4m3_to_float(sc[c / 16 + 1]);
       bad |= !std::isfinite(s_lo) || !std::isfinite(s_hi);
-      const __m512i d =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c / 2)));
-      const __m512i v =
-          _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), table);
+      const __m512i v = nibble_words(src + c / 2, table);
       const __m512 lo = _mm512_castsi512_ps(
           _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
       const __m512 hi = _mm512_castsi512_ps(
@@ -519,7 +501,7 @@ bool nvfp4_w_direct(const uint8_t* codes, int64_t row_bytes, const uint8_t* e4m3
       _mm512_storeu_si512(dst, pack_bf16(_mm512_mul_ps(lo, _mm512_set1_ps(s_lo)),
                                          _mm512_mul_ps(hi, _mm512_set1_ps(s_hi))));
     }
-  }
+  });
   return bad;
 }
 
