@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,39 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
   reinterpret_cast<uint8_t*>(w4.scales)[141 * (K / 32) + 3] = 0xff;  // a NaN scale, row 141
   const test::Dense x4 = test::random_dense(DType::f32, M, K, 7);
   expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
+}
+
+// GGUF q4_0 / q8_0 on two planes: a block whose f16 d is infinite or NaN sends its task to the
+// f32 path, so the classes are the oracle's (q8_0's row 5
+// holds one positive value and meets positive x: +inf, where the two planes of inf would give
+// inf + NaN; q4_0 takes a NaN there, as the f32 path computes d·q - 8d, inf - inf for an
+// infinite d where the oracle's d·(q - 8) is inf); the rest as close as any.
+TEST(CpuAmxEdges, NonFiniteGgufScales) {
+  if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
+  const int64_t N = 300, K = 256, M = 40;
+  const DType t = DType::bf16;
+  for (Scheme s : {Scheme::q4_0, Scheme::q8_0}) {
+    QuantizedMatrix w = weights(Format::gguf(s), N, K, t, 12);
+    auto* codes = reinterpret_cast<uint8_t*>(w.codes);
+    const int64_t block = s == Scheme::q4_0 ? 18 : 34, row = K / 32 * block;
+    const uint16_t inf = 0x7c00, nan = 0x7e00;
+    uint8_t* b = codes + 5 * row + 2 * block;  // row 5, elements 64..95: inf times q = 1
+    std::memcpy(b, s == Scheme::q8_0 ? &inf : &nan, 2);
+    std::memset(b + 2, s == Scheme::q4_0 ? 0x99 : 0x01, static_cast<std::size_t>(block - 2));
+    std::memcpy(codes + 200 * row + 7 * block, &nan, 2);  // another task
+    test::Dense x = test::random_dense(t, M, K, 13);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 64; k < 96; ++k) x.set(m * K + k, std::fabs(x.at(m * K + k)));
+    const test::Dense y = amx_y(w, x);
+    const std::vector<double> want = ref::matmul(x.view(), w);
+    expect_same_classes(y, want);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double v = want[static_cast<std::size_t>(i)], got = y.at(i);
+      if (std::isfinite(v) && std::isfinite(got)) num += (got - v) * (got - v), den += v * v;
+    }
+    EXPECT_LT(std::sqrt(num / den), rel_l2_bound(t)) << Format::gguf(s).name();
+  }
 }
 
 // W in one bf16 plane (mxfp4, mxfp8, nvfp4, e4m3 per channel and per tensor, e5m2), against
