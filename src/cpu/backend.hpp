@@ -33,8 +33,8 @@ inline constexpr int64_t kAmxMinRows = 32;
 //   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 64 or 128 (and mxfp4 before it took one
 //     plane with its scales, amx_one_plane_w), against the AVX-512
 //     tiled path: M = 32..256 1.0-1.4x, M = 512 1.15-1.45x and M = 1024 1.1-1.3x once 4/8-bit
-//     codes and E2M1 went into the tiles straight from storage (before that M = 512 ran
-//     0.73-1.14x); affine groups of 32, a C tile every step, 0.85-0.95x;
+//     codes went into the tiles straight from storage (before that M = 512 ran 0.73-1.14x);
+//     affine groups of 32, a C tile every step, 0.85-0.95x;
 //   bf16 x, M <= kAmxCodesMaxRowsBf16: affine groups of 64 or 128 (one product a step against the
 //     two-plane W's two: 8 of 10 pairs faster at M = 32..256, up to 1.9x; M = 512 1.0-1.1x,
 //     M = 1024 mixed); mxfp4's groups of 32 lost (0.7-0.9x). f16 x (2 products against 3)
