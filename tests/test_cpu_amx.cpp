@@ -325,11 +325,12 @@ TEST(CpuAmxEdges, NonFiniteGgufScales) {
 }
 
 // W in one bf16 plane (mxfp4, mxfp8, nvfp4, e4m3 per channel and per tensor, e5m2), against
-// every x dtype, nvfp4's global scale not 1. Then E8M0 scales at the ends of the plane's range
-// (values within [2^-65, 2^66], so that the products with x's smaller planes stay normal: the
-// tile unit flushes subnormal ones; mxfp4 takes 63..190, mxfp8 71..184): all of a matrix's
-// scales at 5..6, 63..64 or 190..191, the first task's rows one step inward; a task with a scale
-// past its format's range runs the f32 path. A flushed product or a lost task would show.
+// every x dtype, W [N, K] (M = 32) and [K, N] (M = 77), nvfp4's global scale not 1. Then E8M0
+// scales at the ends of the plane's range (values within [2^-65, 2^66], so that the products with
+// x's smaller planes stay normal: the tile unit flushes subnormal ones; mxfp4 takes 63..190,
+// mxfp8 71..184): all of a matrix's scales at 5..6, 63..64 or 190..191, the first task's rows one
+// step inward; a task with a scale past its format's range runs the f32 path. A flushed product or
+// a lost task would show.
 TEST(CpuAmxOnePlane, MxFormatsAndScalesAtTheEdges) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   const int64_t N = 300, K = 512;
@@ -337,12 +338,14 @@ TEST(CpuAmxOnePlane, MxFormatsAndScalesAtTheEdges) {
                           Format::fp8_e4m3(Granularity::tensor), Format::fp8_e5m2()})
     for (DType t : {DType::f32, DType::bf16, DType::f16})
       for (int64_t m : {32, 77}) {
-        QuantizedMatrix w = weights(f, N, K, t, 31);
+        const bool kn = m == 77;
+        QuantizedMatrix w =
+            weights(f, kn ? kn_columns(f.bits) : N, K, t, 31, kn ? Layout::kn : Layout::nk);
         if (f.scheme == Scheme::nvfp4) w.global_scale = *w.global_scale * 1.5f;  // on the sums
         const test::Dense x = test::random_dense(t, m, K, 32 + static_cast<uint32_t>(m));
         const ref::Comparison c = run(w, x);
-        EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " M=" << m << ": rel_l2 "
-                            << c.rel_l2;
+        EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " M=" << m
+                            << (kn ? " [K, N]" : " [N, K]") << ": rel_l2 " << c.rel_l2;
         if (t == DType::f32) {
           EXPECT_LT(c.rel_l2, 1e-6) << f.name() << " M=" << m;
         }
@@ -384,7 +387,7 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "in [N, K], only" : kAmx);
+                  here ? "affine groups of 64 or 128 in [N, K]" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

@@ -682,7 +682,7 @@ void run(const IsaKernels& kr, Path path, const WeightPlan& w, const float* x, i
     // W exact in one plane (amx_one_plane_w): f32 x in three planes against it, as on the codes
     // path.
     const bool one_plane = amx_one_plane_w(w.scheme);
-    if (x_planes > 0 || (one_plane && w.layout == Layout::nk)) {
+    if (x_planes > 0 || one_plane) {
       amx_tiled(kr, w, x, m, y, threads, x_planes > 0 ? x_planes : amx::kCodeXPlanes,
                 one_plane ? 1 : amx::kWPlanes);
       return;

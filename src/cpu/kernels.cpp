@@ -39,7 +39,7 @@ std::string supports_fused(const Problem& p) {
 }
 
 // AMX tile products: avx512 level with amx_active(), M from kAmxMinRows; bf16 or f16 x, or f32 x
-// where the codes path pays (amx_codes_pays) or W takes one plane (amx_one_plane_w, [N, K]).
+// where the codes path pays (amx_codes_pays) or W takes one plane (amx_one_plane_w).
 std::string supports_amx(const Problem& p) {
   std::string why = supports_isa<Isa::avx512>(p);
   if (why.empty() && !amx_active())
@@ -49,12 +49,12 @@ std::string supports_amx(const Problem& p) {
                             cpu_features().describe());
   if (why.empty() && p.dtype == DType::f32 &&
       !amx_codes_pays(p.format.scheme, p.format.group_size, p.layout, p.m, DType::f32) &&
-      !(amx_one_plane_w(p.format.scheme) && p.layout == Layout::nk))
+      !amx_one_plane_w(p.format.scheme))
     why = fmt::format(
-        "f32 activations: affine groups of 64 or 128 (M <= {}), mxfp4, mxfp8, nvfp4, e4m3 and "
-        "e5m2, in [N, K], only (their values are exact in one bf16 plane: three tile products a "
-        "step; affine groups of 32 ran 0.85-0.95x the AVX-512 tiled path, other weights would "
-        "need six products)",
+        "f32 activations: affine groups of 64 or 128 in [N, K] (M <= {}), and mxfp4, mxfp8, "
+        "nvfp4, e4m3 and e5m2, only (their values are exact in one bf16 plane: three tile "
+        "products a step; affine groups of 32 ran 0.85-0.95x the AVX-512 tiled path, other "
+        "weights would need six products)",
         kAmxCodesMaxRowsF32);
   return why;
 }

@@ -310,8 +310,9 @@ int64_t x_elems(int64_t m, int64_t k, int planes) {
 bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes, bool kn,
                   uint16_t* xp) {
   if (kn)
-    return planes == 1 ? prep_x_block_p<1, true>(x, ldx, m, k, b, xp)
-                       : prep_x_block_p<2, true>(x, ldx, m, k, b, xp);
+    return planes == 1   ? prep_x_block_p<1, true>(x, ldx, m, k, b, xp)
+           : planes == 2 ? prep_x_block_p<2, true>(x, ldx, m, k, b, xp)
+                         : prep_x_block_p<kCodeXPlanes, true>(x, ldx, m, k, b, xp);
   switch (planes) {
     case 1:
       return prep_x_block_p<1, false>(x, ldx, m, k, b, xp);
@@ -631,8 +632,10 @@ void gemm_wp(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* xp,
   if (kn) {
     if (x_planes == 1)
       gemm_xp<WP, 1, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
-    else
+    else if (x_planes == 2)
       gemm_xp<WP, 2, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
+    else if constexpr (WP == 1)
+      gemm_xp<1, kCodeXPlanes, true>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
   } else if (x_planes == 1) {
     gemm_xp<WP, 1, false>(wp, kcs, w_pad, xp, ks, mp, s0, ct, ldct, accumulate);
   } else if (x_planes == 2) {

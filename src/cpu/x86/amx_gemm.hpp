@@ -59,7 +59,7 @@ inline constexpr int kCodeXPlanes = 3;
 int64_t x_elems(int64_t m, int64_t k, int planes);
 
 // Row block b of x (m rows of k floats, stride ldx) into its tiles: B-operand pairs for W
-// [N, K], A-operand rows for W [K, N] (kn); planes 1, 2 or (W [N, K] only) kCodeXPlanes. True
+// [N, K], A-operand rows for W [K, N] (kn); planes 1, 2 or kCodeXPlanes. True
 // if a value was not finite.
 bool prep_x_block(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t b, int planes, bool kn,
                   uint16_t* xp);
@@ -139,7 +139,7 @@ void gemm_codes(const uint16_t* wp, int64_t kcs, int64_t w_pad, const uint16_t* 
 //   W [N, K]: ct[n][m] (+)= Σ_k W[n][k] · x[m][k]   (C tiles are rows of W x rows of x);
 //   W [K, N]: ct[m][n] (+)= Σ_k x[m][k] · W[k][n]   (kn; rows of x x columns of W).
 // W in w_planes planes (kWPlanes, or 1 as split_w); x in 1 or 2 planes, or kCodeXPlanes with one
-// plane of W [N, K].
+// plane of W.
 void gemm(const uint16_t* wp, int w_planes, int64_t kcs, int64_t w_pad, const uint16_t* xp,
           int x_planes, bool kn, int64_t ks, int64_t mp, int64_t s0, float* ct, int64_t ldct,
           bool accumulate);
