@@ -30,22 +30,24 @@ inline constexpr int64_t kAmxMinRows = 32;
 // The AMX codes path (amx_gemm.hpp kCodeXPlanes: exact weight values in one bf16 plane, x in 1
 // (bf16) or 3 (f32) planes, a C tile per group) where it measured faster than the alternative,
 // W [N, K] (Emerald Rapids VM, 4096 x 14336; docs/perf-cpu.md):
-//   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 64 or 128 (and mxfp4 before it took one
+//   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 32, 64 or 128 (and mxfp4 before it took one
 //     plane with its scales, amx_one_plane_w), against the AVX-512
 //     tiled path: M = 32..256 1.0-1.4x, M = 512 1.15-1.45x and M = 1024 1.1-1.3x once 4/8-bit
 //     codes went into the tiles straight from storage (before that M = 512 ran 0.73-1.14x);
-//     affine groups of 32, a C tile every step, 0.85-0.95x;
+//     groups of 32, a C tile every step, 0.85-0.95x at first, 1.0-1.45x since (every width,
+//     M = 32..1024);
 //   bf16 x, M <= kAmxCodesMaxRowsBf16: affine groups of 64 or 128 (one product a step against the
 //     two-plane W's two: 8 of 10 pairs faster at M = 32..256, up to 1.9x; M = 512 1.0-1.1x,
-//     M = 1024 mixed); mxfp4's groups of 32 lost (0.7-0.9x). f16 x (2 products against 3)
-//     measured mixed and stays on two planes, as do the formats whose values are not exact.
+//     M = 1024 mixed); groups of 32 lost (affine 0.8-0.9x, mxfp4 0.7-0.9x). f16 x (2 products
+//     against 3) measured mixed and stays on two planes, as do the formats whose values are not
+//     exact.
 inline constexpr int64_t kAmxCodesMaxRowsF32 = 1024;
 inline constexpr int64_t kAmxCodesMaxRowsBf16 = 512;
 inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
   if (layout != Layout::nk) return false;
-  const bool affine = s == Scheme::affine && (group == 64 || group == 128);
-  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && affine;
-  return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && affine;
+  if (s != Scheme::affine) return false;
+  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32;  // every group
+  return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && (group == 64 || group == 128);
 }
 // Weights whose values one bf16 plane holds exactly: mxfp4 and mxfp8 (a significand of at most 4
 // bits times 2^E, scale included), nvfp4 (E2M1 times an E4M3 scale: 6 bits; the global scale
