@@ -219,12 +219,12 @@ TEST(CpuAmxEdges, GroupedExperts) {
 }
 
 // f32 x on the codes path: every affine width with groups of 32, 64 and 128 (f32 scales, as x)
-// (and mxfp4, on the one-plane path since), N past one 128-row task and ragged, K over two K blocks
-// (M = 32; M = 47 and 97 take smaller ones), M ragged for the 32-row blocks and past 128, against
-// the oracle at f32's bound; one and two threads give the same bits.
+// and GGUF q4_0 / q8_0 (the scales from the blocks), N past one 128-row task and ragged, K over two
+// K blocks (M = 32; M = 47 and 97 take smaller ones), M ragged for the 32-row blocks and past 128,
+// against the oracle at f32's bound; one and two threads give the same bits.
 TEST(CpuAmxCodes, MatchesOracle) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
-  std::vector<Format> fs = {Format::mxfp4()};
+  std::vector<Format> fs = {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q8_0)};
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int g : {32, 64, 128}) fs.push_back(Format::affine(bits, g));
   const int64_t N = 165, K = 1280;
@@ -380,7 +380,7 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   // Without AMX (or AVX-512) the reason names what is missing; the kernel's name is there too.
   const bool here = amx_here();
   const test::Dense x32 = test::random_dense(DType::f32, 32, 256, 2);
-  expect_declines(weights(Format::gguf(Scheme::q4_0), 64, 256, DType::f32, 4), x32,
+  expect_declines(weights(Format::gguf(Scheme::q4_K), 64, 256, DType::f32, 4), x32,
                   here ? "f32 activations: affine in [N, K]" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);

@@ -45,8 +45,9 @@ inline constexpr int64_t kAmxCodesMaxRowsF32 = 1024;
 inline constexpr int64_t kAmxCodesMaxRowsBf16 = 512;
 inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
   if (layout != Layout::nk) return false;
+  const bool gguf = s == Scheme::q4_0 || s == Scheme::q8_0;  // d · q (q - 8): affine, groups of 32
+  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && (s == Scheme::affine || gguf);
   if (s != Scheme::affine) return false;
-  if (x == DType::f32) return m <= kAmxCodesMaxRowsF32;  // every group
   return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && (group == 64 || group == 128);
 }
 // Weights whose values one bf16 plane holds exactly: mxfp4 and mxfp8 (a significand of at most 4

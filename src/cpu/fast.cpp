@@ -544,12 +544,17 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     tiled(kr, w, x, K, m, y, w.n, threads);
     return;
   }
-  const bool mx = w.scheme != Scheme::affine;
-  // 4/8-bit affine codes and E2M1 nibbles go into the tiles as they are stored (no decode to f32).
-  const amx::DirectCodes direct = mx            ? amx::DirectCodes::none
-                                  : w.bits == 4 ? amx::DirectCodes::u4
-                                  : w.bits == 8 ? amx::DirectCodes::u8
-                                                : amx::DirectCodes::none;
+  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q8_0;
+  const bool mx = w.scheme != Scheme::affine && !gguf;
+  // 4/8-bit affine codes and GGUF q4_0 / q8_0 go into the tiles as they are stored (no decode to
+  // f32; for GGUF, the only way: its scales sit in the blocks).
+  const amx::DirectCodes direct = w.scheme == Scheme::q4_0   ? amx::DirectCodes::q4_0
+                                  : w.scheme == Scheme::q8_0 ? amx::DirectCodes::q8_0
+                                  : mx                       ? amx::DirectCodes::none
+                                  : w.bits == 4              ? amx::DirectCodes::u4
+                                  : w.bits == 8              ? amx::DirectCodes::u8
+                                                             : amx::DirectCodes::none;
+  const int64_t gguf_block = w.scheme == Scheme::q4_0 ? 18 : 34;
   // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
   // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
   const int64_t kc_rows =
@@ -593,7 +598,12 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
       for (int64_t r = 0; r < w_pad; ++r)
         for (int64_t g = 0; g < kcp / G; ++g) {
           float s = 0, b = 0;
-          if (r < rows) {
+          if (r < rows && gguf) {  // the block's f16 d; q4_0's bias -8 d (exact)
+            uint16_t d;
+            std::memcpy(&d, w.codes + (n0 + r) * w.row_bytes + (g0 + g) * gguf_block, 2);
+            s = f16_bits_to_f32(d);
+            b = w.scheme == Scheme::q4_0 ? -8.0f * s : 0.0f;
+          } else if (r < rows) {
             const std::size_t i = static_cast<std::size_t>((n0 + r) * ng + g0 + g);
             s = mx ? codec::e8m0_to_float(w.scales[i]) : dense::load(w.scales, w.scale_dtype, i);
             b = mx ? 0.0f : dense::load(w.biases, w.scale_dtype, i);

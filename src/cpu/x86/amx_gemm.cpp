@@ -408,6 +408,28 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
                     int64_t k0, int64_t cols_pad, uint16_t* wp, int64_t kcs, int64_t nb,
                     int64_t s0) {
   static const __m512i table = nibble_table(false);
+  const auto ints = [](__m128i lo, __m128i hi, bool sign) {  // 32 bytes as 32 bf16 integers
+    return pack_bf16(
+        _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(lo) : _mm512_cvtepu8_epi32(lo)),
+        _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(hi) : _mm512_cvtepu8_epi32(hi)));
+  };
+  if (kind == DirectCodes::q4_0 || kind == DirectCodes::q8_0) {  // a block of 32 a tile row
+    const bool q8 = kind == DirectCodes::q8_0;
+    const int64_t block = q8 ? 34 : 18;  // f16 d, then 32 int8 or 16 bytes of nibbles
+    plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
+      const uint8_t* b = codes + r * row_bytes + k0 / kStep * block + 2;
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile, b += block) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+        // q4_0: element j in the low nibble of byte j, j + 16 in its high nibble.
+        const __m512i v =
+            q8 ? ints(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)), true)
+               : ints(_mm_and_si128(q, _mm_set1_epi8(15)),
+                      _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(15)), false);
+        _mm512_storeu_si512(dst, v);
+      }
+    });
+    return;
+  }
   plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
     const uint8_t* src = codes + r * row_bytes + (kind == DirectCodes::u8 ? k0 : k0 / 2);
     for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
