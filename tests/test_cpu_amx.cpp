@@ -381,11 +381,11 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   const bool here = amx_here();
   const test::Dense x32 = test::random_dense(DType::f32, 32, 256, 2);
   expect_declines(weights(Format::gguf(Scheme::q4_K), 64, 256, DType::f32, 4), x32,
-                  here ? "f32 activations: affine in [N, K]" : kAmx);
+                  here ? "f32 activations: affine, q4_0 and q8_0 in [N, K]" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "affine in [N, K]" : kAmx);
+                  here ? "q8_0 in [N, K]" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);
