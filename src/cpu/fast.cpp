@@ -344,8 +344,9 @@ void tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t ld
 // On AMX tile products: x cut into bf16 planes once (amx_gemm.hpp), then per task of kAmxN rows
 // (W [N, K]) or columns (W [K, N]) of W and per K block: the tile decoded to f32 in L1-sized
 // pieces (16 rows x kPackChunk, or 32 rows along K) and cut into w_planes bf16 planes (two, or
-// one where amx_one_plane_w: mxfp4's straight from storage), the tile products over every row of
-// x accumulated in ct, which goes to y at the end (times fp8's row or nvfp4's global scale).
+// one where amx_one_plane_w: for W [N, K] written straight from storage), the tile products over
+// every row of x accumulated in ct, which goes to y at the end (times fp8's row or nvfp4's global
+// scale).
 // K block and rows of W per task: 128 x 1024 and 256 x 512 measured alike (q4_0, bf16 x, M = 64,
 // 256, 512), 128 x 512 0.85-0.9x, 64 x 2048 within the spread (docs/perf-cpu.md).
 constexpr int64_t kAmxK = 1024, kAmxN = 128;
@@ -515,12 +516,11 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 
-// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (f32 x: affine; bf16
-// x: affine; x_planes as x's dtype gives them; mxfp8, f16 x and any group of >= 32 would run
-// correctly too). Per task (kAmxN rows of W) and K block: the values decoded by the engine from a
-// copy of the plan whose scales are ones and biases zeros (so the decode gives q, or the E2M1 /
-// E4M3 value), the block's scales and biases as f32 for the AVX side; then amx::gemm_codes over
-// every row of x.
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (affine, and GGUF q4_0 /
+// q8_0 with f32 x; x_planes as x's dtype gives them). Per task (kAmxN rows of W) and K block: the
+// codes q written from storage (4/8-bit affine, GGUF) or decoded by the engine from a copy of the
+// plan whose scales are ones and biases zeros, the block's scales and biases as f32 for the AVX
+// side; then amx::gemm_codes over every row of x.
 void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                      int threads, int x_planes) {
   const int workers = workers_for(threads, w.n * w.k * m);
@@ -545,12 +545,10 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     return;
   }
   const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q8_0;
-  const bool mx = w.scheme != Scheme::affine && !gguf;
   // 4/8-bit affine codes and GGUF q4_0 / q8_0 go into the tiles as they are stored (no decode to
   // f32; for GGUF, the only way: its scales sit in the blocks).
   const amx::DirectCodes direct = w.scheme == Scheme::q4_0   ? amx::DirectCodes::q4_0
                                   : w.scheme == Scheme::q8_0 ? amx::DirectCodes::q8_0
-                                  : mx                       ? amx::DirectCodes::none
                                   : w.bits == 4              ? amx::DirectCodes::u4
                                   : w.bits == 8              ? amx::DirectCodes::u8
                                                              : amx::DirectCodes::none;
@@ -560,10 +558,11 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
   const int64_t kc_rows =
       std::max<int64_t>(G, std::min<int64_t>(kAmxK, 393216 / (mp * x_planes)) / G * G);
   const int64_t kc = std::min(kc_rows, K), nc = kAmxN, chunk = kr.pack_chunk, gb = kc / G;
-  // The unit plan's scales (1, or E8M0 127 = 2^0) and biases, one per (row of a task, group).
-  const std::vector<float> ones(static_cast<std::size_t>(mx ? 0 : nc * ng), 1.0f);
-  const std::vector<float> zeros(static_cast<std::size_t>(mx ? 0 : nc * ng), 0.0f);
-  const std::vector<uint8_t> unit_e8m0(static_cast<std::size_t>(mx ? nc * ng : 0), 127);
+  // The unit plan's scales and biases (the affine widths decoded by the engine), one per (row of
+  // a task, group).
+  const std::size_t units =
+      direct == amx::DirectCodes::none ? static_cast<std::size_t>(nc * ng) : 0;
+  const std::vector<float> ones(units, 1.0f), zeros(units, 0.0f);
   const int64_t tasks = (w.n + nc - 1) / nc;
   const int used = static_cast<int>(std::min<int64_t>(workers, tasks));
   const int64_t mp2 = round_up(mp, 2 * amx::kBlock);  // the sums, blocked by 32 rows of x
@@ -586,8 +585,8 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     u.codes = w.codes + n0 * w.row_bytes;
     u.tail_row = w.tail_row - n0;
     u.scale_dtype = DType::f32;
-    u.scales = mx ? unit_e8m0.data() : reinterpret_cast<const uint8_t*>(ones.data());
-    u.biases = mx ? nullptr : reinterpret_cast<const uint8_t*>(zeros.data());
+    u.scales = reinterpret_cast<const uint8_t*>(ones.data());
+    u.biases = reinterpret_cast<const uint8_t*>(zeros.data());
     std::fill(sc.ct.get(), sc.ct.get() + nc * mp2, 0.0f);
     float* sv = sc.sb.get();
     float* bv = sv + nc * gb;
@@ -605,8 +604,8 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
             b = w.scheme == Scheme::q4_0 ? -8.0f * s : 0.0f;
           } else if (r < rows) {
             const std::size_t i = static_cast<std::size_t>((n0 + r) * ng + g0 + g);
-            s = mx ? codec::e8m0_to_float(w.scales[i]) : dense::load(w.scales, w.scale_dtype, i);
-            b = mx ? 0.0f : dense::load(w.biases, w.scale_dtype, i);
+            s = dense::load(w.scales, w.scale_dtype, i);
+            b = dense::load(w.biases, w.scale_dtype, i);
           }
           bad |= !std::isfinite(s) || !std::isfinite(b);
           sv[r * gb + g] = s;

@@ -434,11 +434,9 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
     const uint8_t* src = codes + r * row_bytes + (kind == DirectCodes::u8 ? k0 : k0 / 2);
     for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
       if (kind == DirectCodes::u8) {
-        const __m512 lo = _mm512_cvtepi32_ps(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
-        const __m512 hi = _mm512_cvtepi32_ps(
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c + 16))));
-        _mm512_storeu_si512(dst, pack_bf16(lo, hi));
+        _mm512_storeu_si512(
+            dst, ints(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c)),
+                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c + 16)), false));
       } else {
         _mm512_storeu_si512(dst, nibble_words(src + c / 2, table));
       }
