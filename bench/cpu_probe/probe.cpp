@@ -174,8 +174,9 @@ std::vector<float> random_floats(std::size_t n, uint32_t seed) {
 int run(const Options& o) {
   if (!o.isa.empty()) cpu::force_isa(cpu::parse_isa(o.isa));
   const int threads = cpu::resolve_threads(o.threads);
-  fmt::print("cpu: {}\nisa: {}  threads: {}\n", cpu::cpu_features().describe(),
-             cpu::isa_name(cpu::active_isa()), threads);
+  fmt::print("cpu: {}\nisa: {}  threads: {}  next-pass prefetch: {}\n",
+             cpu::cpu_features().describe(), cpu::isa_name(cpu::active_isa()), threads,
+             cpu::far_prefetch_to_l2() ? "l2" : "l1");
 #if defined(QUANTA_PROBE_OPENBLAS)
   openblas_set_num_threads(threads);
   fmt::print("openblas core: {}\n", openblas_get_corename());

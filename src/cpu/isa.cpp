@@ -90,7 +90,7 @@ CpuFeatures detect() {
   // L1 data cache: the deterministic cache parameters (leaf 4 on Intel, 0x8000001D on AMD,
   // same format), else AMD's legacy leaf 0x80000005 (ECX[31:24], KB).
   const unsigned max_ext = cpuid(0x80000000u, 0).a;
-  const bool amd = l0.b == 0x68747541u;  // "Auth"enticAMD
+  const bool amd = f.amd = l0.b == 0x68747541u;  // "Auth"enticAMD
   const unsigned cache_leaf = amd ? 0x8000001Du : 4u;
   if (amd ? max_ext >= cache_leaf : max_leaf >= cache_leaf) {
     for (unsigned i = 0; i < 16; ++i) {
@@ -268,8 +268,8 @@ bool far_prefetch_to_l2() {
     const char* v = std::getenv("QUANTA_CPU_PREFETCH");
     if (v != nullptr && std::string_view(v) == "l1") return false;
     if (v != nullptr && std::string_view(v) == "l2") return true;
-    const int kb = cpu_features().l1d_kb;
-    return kb > 0 && kb < 48;
+    const CpuFeatures& f = cpu_features();
+    return !(f.amd && f.l1d_kb >= 48);
   }();
   return to_l2;
 }

@@ -34,6 +34,7 @@ struct CpuFeatures {
   bool os_avx512 = false;  // XCR0 saves opmask and ZMM state
   bool os_amx = false;     // XCR0 has tile state and Linux granted XTILEDATA (arch_prctl)
   int l1d_kb = 0;          // L1 data cache per core, KB (0: unknown)
+  bool amd = false;        // vendor AuthenticAMD (the GEMV prefetch rule)
   std::string brand;
   std::string describe() const;  // "AMD EPYC: avx2 fma ... (best: avx512, L1D 32 KB)"
 };
@@ -66,9 +67,11 @@ void disable_vnni(bool off);
 bool amx_active();
 void disable_amx(bool off);
 
-// Where the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336): into L2
-// on an L1 under 48 KB (Zen 4's 32 KB: an L1 prefetch that far ahead is evicted before it is
-// read, 1.2-2x slower from DRAM), else into L1 (Zen 5's 48 KB, where L2 measured 0.9-0.96x).
+// Where the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336): into L1
+// on AMD with an L1 of 48 KB or more (Zen 5, where L2 measured 0.9-0.96x), else into L2: Zen 4's
+// 32 KB L1 evicts a prefetch that far ahead before it is read (L1 1.2-2x slower from DRAM), and
+// on Intel (Emerald Rapids, 48 KB L1) L2 read 1.04-1.12x faster for 4-bit, mxfp4, nvfp4 and
+// q4_0 .. q5_1 and tied elsewhere (docs/perf-cpu.md).
 // QUANTA_CPU_PREFETCH=l1 or l2 overrides (other values are ignored).
 bool far_prefetch_to_l2();
 
