@@ -42,7 +42,9 @@ TEST(CpuIsa, DetectionIsConsistent) {
     EXPECT_GE(f.l1d_kb, 16) << f.describe();
     EXPECT_LE(f.l1d_kb, 256) << f.describe();
     if (std::getenv("QUANTA_CPU_PREFETCH") == nullptr) {
-      EXPECT_EQ(cpu::far_prefetch_to_l2(), !(f.amd && f.l1d_kb >= 48));
+      const cpu::GemvPrefetch pf = cpu::gemv_prefetch();
+      EXPECT_EQ(pf.l2, !(f.amd && f.l1d_kb >= 48));
+      EXPECT_EQ(pf.rows, !f.amd);
     }
   }
   RecordProperty("cpu", f.describe());

@@ -176,7 +176,9 @@ int run(const Options& o) {
   const int threads = cpu::resolve_threads(o.threads);
   fmt::print("cpu: {}\nisa: {}  threads: {}  next-pass prefetch: {}\n",
              cpu::cpu_features().describe(), cpu::isa_name(cpu::active_isa()), threads,
-             cpu::far_prefetch_to_l2() ? "l2" : "l1");
+             cpu::gemv_prefetch().rows ? "rows, l2"
+             : cpu::gemv_prefetch().l2 ? "run, l2"
+                                       : "run, l1");
 #if defined(QUANTA_PROBE_OPENBLAS)
   openblas_set_num_threads(threads);
   fmt::print("openblas core: {}\n", openblas_get_corename());

@@ -85,7 +85,8 @@ PlannedMatrix make_plan(const QuantizedMatrix& w, const HostPack* pack = nullptr
   p.scales = reinterpret_cast<const uint8_t*>(w.scales);
   p.biases = reinterpret_cast<const uint8_t*>(w.biases);
   p.global = w.global_scale ? *w.global_scale : 1.0f;
-  p.prefetch_l2 = far_prefetch_to_l2();
+  p.prefetch_l2 = gemv_prefetch().l2;
+  p.prefetch_rows = gemv_prefetch().rows;
   // Rows whose whole-vector loads could leave the buffer are read from a padded copy.
   p.tail_row =
       code_bytes >= kRowOverread ? std::min(rows, (code_bytes - kRowOverread) / p.row_bytes) : 0;

@@ -263,15 +263,18 @@ void disable_amx(bool off) {
   g_amx_off.store(off, std::memory_order_relaxed);
 }
 
-bool far_prefetch_to_l2() {
-  static const bool to_l2 = [] {
+GemvPrefetch gemv_prefetch() {
+  static const GemvPrefetch choice = [] {
     const char* v = std::getenv("QUANTA_CPU_PREFETCH");
-    if (v != nullptr && std::string_view(v) == "l1") return false;
-    if (v != nullptr && std::string_view(v) == "l2") return true;
+    const std::string_view e = v != nullptr ? v : "";
+    if (e == "l1") return GemvPrefetch{false, false};
+    if (e == "l2") return GemvPrefetch{true, false};
+    if (e == "rows") return GemvPrefetch{true, true};
     const CpuFeatures& f = cpu_features();
-    return !(f.amd && f.l1d_kb >= 48);
+    if (f.amd) return GemvPrefetch{f.l1d_kb < 48, false};
+    return GemvPrefetch{true, true};
   }();
-  return to_l2;
+  return choice;
 }
 
 ScopedIsa::ScopedIsa(Isa isa) {

@@ -67,13 +67,20 @@ void disable_vnni(bool off);
 bool amx_active();
 void disable_amx(bool off);
 
-// Where the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336): into L1
-// on AMD with an L1 of 48 KB or more (Zen 5, where L2 measured 0.9-0.96x), else into L2: Zen 4's
-// 32 KB L1 evicts a prefetch that far ahead before it is read (L1 1.2-2x slower from DRAM), and
-// on Intel (Emerald Rapids, 48 KB L1) L2 read 1.04-1.12x faster for 4-bit, mxfp4, nvfp4 and
-// q4_0 .. q5_1 and tied elsewhere (docs/perf-cpu.md).
-// QUANTA_CPU_PREFETCH=l1 or l2 overrides (other values are ignored).
-bool far_prefetch_to_l2();
+// How the integer GEMVs prefetch the next pass of rows (20-40 KB ahead at K = 14336), measured
+// from DRAM (docs/perf-cpu.md):
+// - AMD with an L1 of 48 KB or more (Zen 5): the next pass as one run in address order, into L1
+//   (L2 measured 0.9-0.96x);
+// - AMD with a smaller L1 (Zen 4's 32 KB evicts a prefetch that far ahead before it is read, 1.2-2x
+//   slower): the same run, into L2;
+// - anything else (Intel: Emerald Rapids, 48 KB L1): each next row at the current offset (R
+//   streams), into L2: 1.04-1.2x the run into L2, which was 1.04-1.12x the run into L1.
+// QUANTA_CPU_PREFETCH=l1, l2 (a run into L1 or L2) or rows overrides; other values are ignored.
+struct GemvPrefetch {
+  bool l2 = false;    // into L2, else L1
+  bool rows = false;  // per row at the current offset, else the next pass as one run
+};
+GemvPrefetch gemv_prefetch();
 
 // Sets a forced level for the lifetime of a scope (tests).
 class ScopedIsa {

@@ -39,8 +39,10 @@ struct WeightPlan {
   // prepacked 8-bit), GGUF q4_0 .. q5_1, mxfp4 and nvfp4 take x as integer planes
   // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
   bool int8_x = false;
-  // With int8_x: the next pass of rows is prefetched into L2 instead of L1 (far_prefetch_to_l2()).
+  // With int8_x, how the next pass of rows is prefetched (gemv_prefetch()): into L2 instead of
+  // L1, and per row at the current offset instead of as one run.
   bool prefetch_l2 = false;
+  bool prefetch_rows = false;
   // x arrived as bf16 (8 significant bits): the VNNI GEMVs take two of x's three int8 planes, x
   // rounded to 14 bits below each block's largest |x| (the third plane's dot products skipped),
   // and q6_K one of its two int16 planes (15 bits).

@@ -15,7 +15,8 @@ namespace {
 constexpr int64_t kBlock = kAffineBlock;
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (Ctl's order)
 constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
-// Rows of W per pass at M = 1, the next pass's rows prefetched as one run (next_run). 1 row
+// Rows of W per pass at M = 1, the next pass's rows prefetched as one run (next_run; per row on
+// Intel, gemv_prefetch). 1 row
 // (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and g32, prefetching 2-6 KB ahead
 // with 4 rows too (docs/perf-cpu.md).
 constexpr int kRows = 4;
@@ -321,7 +322,8 @@ void prefetch(const uint8_t* p, bool l2) {
 // prefetching that run in address order, R·(a block's bytes) per step, reads as one stream,
 // where a request per row at the current offset is R interleaved streams (on the 2-core Zen 5
 // VM a plain read of four interleaved 7 KB rows per thread ran 35 GB/s, one stream 42-48,
-// and the same four rows with the next four prefetched as one run 44-46: docs/perf-cpu.md).
+// and the same four rows with the next four prefetched as one run 44-46: docs/perf-cpu.md). On
+// the Emerald Rapids VM the per-row prefetch into L2 read faster (gemv_prefetch).
 template <int R>
 const uint8_t* next_run(const WeightPlan& w, const int64_t* next, const uint8_t* current) {
   const uint8_t* first = row_at(w, next[0]);
@@ -333,7 +335,8 @@ const uint8_t* next_run(const WeightPlan& w, const int64_t* next, const uint8_t*
 // R rows of W per pass, as the K-quant kernels, times M (1..4) rows of x: each row's block of
 // codes is unpacked once and serves every row of x, each vector of planes is loaded once and
 // serves the R rows; the next pass's rows are prefetched a line per request, as one run in
-// address order where they are consecutive (next_run), else each at the current offset. Per
+// address order where they are consecutive (next_run), else (and with w.prefetch_rows) each at
+// the current offset. Per
 // block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7 + c2 in int32
 // (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times that row of x's
 // 2^e for the block). kE2M1: mxfp4 (E8M0 scales) or, with kE4M3, nvfp4 (E4M3 scales, the sums
@@ -354,7 +357,13 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     rp[r] = row_at(w, rows[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  const uint8_t* const seq = next_run<R>(w, next, rp[0]);  // the next pass's codes
+  // The next pass's codes, a line per row and block: as one run (next_run) or, with
+  // w.prefetch_rows, each next row at the current offset; chosen here so the loop has no branch.
+  const uint8_t* const seq = next_run<R>(w, next, rp[0]);
+  const uint8_t* pf_row[R];
+  for (int r = 0; r < R; ++r)
+    pf_row[r] = w.prefetch_rows ? row_at(w, next[r]) : seq + r * kBlockBytes;
+  const int64_t pf_step = w.prefetch_rows ? 1 : R;
   for (int64_t g0 = 0; g0 < ng; g0 += kGroupBlock) {
     const int cnt = static_cast<int>(ng - g0 < kGroupBlock ? ng - g0 : kGroupBlock);
     for (int r = 0; r < R; ++r) {
@@ -400,7 +409,7 @@ void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
           for (int i = 0; i < 2 * P; ++i) xv[i] = _mm512_load_si512(xb + 64 * i);
         };
         auto codes = [&](int r, __m512i& c0, __m512i& c1) {
-          const uint8_t* pf = seq + R * off + r * kBlockBytes;
+          const uint8_t* pf = pf_row[r] + pf_step * off;
           for (int64_t l = 0; l < kBlockBytes; l += 64) prefetch<kL2>(pf + l);
           block_codes<BITS, kE2M1, true>(rp[r] + off, c0, c1);
         };
@@ -650,16 +659,25 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     rp[r] = row_at(w, rows[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  const uint8_t* const seq = next_run<R>(w, next, rp[0]);  // the next pass's blocks
+  // The next pass's blocks, two lines per row and vector (pf_a, pf_b + pf_step · off): in one run
+  // (next_run), lines r and r + R of each vector's kLines (r again past them); with
+  // w.prefetch_rows, the first and last line of the next row's vector.
+  constexpr int kLines = (R * kVecBytes + 63) / 64;
+  const uint8_t* const seq = next_run<R>(w, next, rp[0]);
+  const uint8_t *pf_a[R], *pf_b[R];
+  for (int r = 0; r < R; ++r) {
+    pf_a[r] = w.prefetch_rows ? row_at(w, next[r]) : seq + 64 * r;
+    pf_b[r] = w.prefetch_rows ? pf_a[r] + kVecBytes - 1 : seq + 64 * (r + R < kLines ? r + R : r);
+  }
+  const int64_t pf_step = w.prefetch_rows ? 1 : R;
   for (int64_t c = 0; c < vecs; ++c) {
     const int64_t off = c * kVecBytes;
     __m512i c0[R], c1[R];
     __m512 dv[R], mv[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      // The next pass's run: R·kVecBytes bytes per vector, a line each (row r's share).
-      constexpr int kLines = (R * kVecBytes + 63) / 64;
-      for (int l = r; l < kLines; l += R) prefetch<kL2>(seq + R * off + 64 * l);
+      prefetch<kL2>(pf_a[r] + pf_step * off);
+      prefetch<kL2>(pf_b[r] + pf_step * off);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       c0[r] = _mm512_and_si512(q, mask4);
