@@ -118,8 +118,12 @@ int workers_for(int threads, int64_t weights) {
 // (docs/perf-cpu.md). Other widths take them at any size: on the Zen 4 VM, from DRAM, 2/3-bit
 // g32 ran 1.6-1.9x the float kernels (4-bit g32 1.25-1.6x, but that VM's sysconf reports a 320 MB
 // L3, so the rule never fired there), and 5/6-bit ran the float kernels at half speed hot.
+// With the next pass prefetched per row (Intel) 4-bit g32 read 1.15x the float kernel from DRAM
+// on the Emerald Rapids VM, so the rule holds only for the run prefetch (gemv_prefetch()).
 bool gemv_int8_pays(const WeightPlan& w) {
-  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr || w.bits != 4) return true;
+  if (w.scheme != Scheme::affine || w.group != 32 || w.pack != nullptr || w.bits != 4 ||
+      w.prefetch_rows)
+    return true;
   static const int64_t l3 = [] {
     const long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
     return v > 0 ? static_cast<int64_t>(v) : int64_t{8} << 20;
