@@ -24,6 +24,12 @@ std::string rf_slower_here(const Problem& p) {
   const int64_t m = p.m;
   switch (b) {
     case 4:
+      // On the small matrices qmm_affine_i8 wins (H100, M = 5..8: 4096 x 4096 and 5120 x 5120
+      // 1.29-1.55x; 14336 x 5120 and above 0.82-1.06x, so rf keeps those). Only where
+      // qmm_affine_i8 takes the problem, so rf stays the fallback before sm_90.
+      if (g == 64 && m <= 8 && p.n * p.k <= (int64_t{1} << 25) && qmm_affine_i8_supports(p).empty())
+        return "4-bit groups of 64 at M <= 8 on N·K <= 2^25: qmm_affine_i8 is faster (H100 "
+               "4096 x 4096 and 5120 x 5120, M = 5..8: 1.29-1.55x)";
       return {};
     case 2:  // 1.04-1.47x qmm_affine_i8 (g64, g128), 1.42-1.81x qmm_affine_tc (g32) at M = 5..8
       if (m > 8)
