@@ -16,9 +16,8 @@ constexpr int64_t kBlock = kAffineBlock;
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (Ctl's order)
 constexpr int kGroupBlock = 64;              // groups whose scales are made f32 per pass
 // Rows of W per pass at M = 1, the next pass's rows prefetched as one run (next_run; per row on
-// Intel, gemv_prefetch). 1 row
-// (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and g32, prefetching 2-6 KB ahead
-// with 4 rows too (docs/perf-cpu.md).
+// Intel, gemv_prefetch). 1 row (prefetching 2-6 KB ahead) and 2 rows were slower for g64 and
+// g32, prefetching 2-6 KB ahead with 4 rows too (docs/perf-cpu.md).
 constexpr int kRows = 4;
 
 struct Ctl {
@@ -336,12 +335,11 @@ const uint8_t* next_run(const WeightPlan& w, const int64_t* next, const uint8_t*
 // codes is unpacked once and serves every row of x, each vector of planes is loaded once and
 // serves the R rows; the next pass's rows are prefetched a line per request, as one run in
 // address order where they are consecutive (next_run), else (and with w.prefetch_rows) each at
-// the current offset. Per
-// block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 + c1·2^7 + c2 in int32
-// (|.| < 2^28: exact), and one FMA with the scales of the block's groups (times that row of x's
-// 2^e for the block). kE2M1: mxfp4 (E8M0 scales) or, with kE4M3, nvfp4 (E4M3 scales, the sums
-// times the global scale), codes as 2·value + 12 and no biases stored: each group's bias is -12
-// times its scale.
+// the current offset. Per block of 128 weights, row of W and row of x: 6 dot products, c0·2^14 +
+// c1·2^7 + c2 in int32 (|.| < 2^28: exact), and one FMA with the scales of the block's groups
+// (times that row of x's 2^e for the block). kE2M1: mxfp4 (E8M0 scales) or, with kE4M3, nvfp4
+// (E4M3 scales, the sums times the global scale), codes as 2·value + 12 and no biases stored:
+// each group's bias is -12 times its scale.
 template <int BITS, int G, int R, int M, int P, bool kE2M1 = false, bool kE4M3 = false>
 void affine_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
