@@ -190,17 +190,18 @@ TEST_F(SelectCuda, RegisterFedInt4) {
       EXPECT_NE(pick(affine_problem(16, t, 4, g, 14336, 5120, Layout::nk, 75)), "qmm_affine_rf");
     }
   EXPECT_EQ(pick(affine_problem(16, DType::f32)), "qmm_affine_dq");
-  // Groups of 64 at M = 5..8 on matrices of up to 2^25 weights run qmm_affine_i8 (faster there),
-  // unless it declines (before sm_90): then qmm_affine_rf.
+  // M = 5..8 on matrices of up to 2^25 weights run qmm_affine_i8 (faster there), unless it
+  // declines (before sm_90): then qmm_affine_rf.
   for (DType t : {DType::f16, DType::bf16})
-    for (int64_t m : {5, 6, 7, 8}) {
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 4096, 4096)), "qmm_affine_i8") << "M=" << m;
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 5120, 5120)), "qmm_affine_i8") << "M=" << m;
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 4096, 4096, Layout::nk, 80)), "qmm_affine_rf")
-          << "M=" << m;
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 128, 4096, 4096)), "qmm_affine_rf") << "M=" << m;
-      EXPECT_EQ(pick(affine_problem(m, t, 4, 64, 5120, 14336)), "qmm_affine_rf") << "M=" << m;
-    }
+    for (int g : detail::kAffineGroups)
+      for (int64_t m : {5, 6, 7, 8}) {
+        EXPECT_EQ(pick(affine_problem(m, t, 4, g, 4096, 4096)), "qmm_affine_i8") << g << " M=" << m;
+        EXPECT_EQ(pick(affine_problem(m, t, 4, g, 5120, 5120)), "qmm_affine_i8") << g << " M=" << m;
+        EXPECT_EQ(pick(affine_problem(m, t, 4, g, 4096, 4096, Layout::nk, 80)), "qmm_affine_rf")
+            << g << " M=" << m;
+        EXPECT_EQ(pick(affine_problem(m, t, 4, g, 5120, 14336)), "qmm_affine_rf")
+            << g << " M=" << m;
+      }
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4096, 4096)), "qmm_affine_rf");
   // An odd number of groups per row (4-byte scale copies elsewhere): declined.
   EXPECT_NE(pick(affine_problem(16, DType::f16, 4, 64, 4096, 4160)), "qmm_affine_rf");
@@ -228,7 +229,7 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
   EXPECT_EQ(pick(affine_problem(512, DType::f16, 4, 32, 4096, 4128)), "qmm_affine_dq");
   // Odd M and N are fine for the fast paths.
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_i8");
-  EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 128, 4099, 5120)), "qmm_affine_rf");
+  EXPECT_EQ(pick(affine_problem(7, DType::f16, 4, 128, 4099, 5120)), "qmm_affine_i8");
   EXPECT_EQ(pick(affine_problem(7, DType::f16, 2, 64, 4099, 5120)), "qmm_affine_rf");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 4, 64, 4099, 5120)), "qmm_affine_rf");
   EXPECT_EQ(pick(affine_problem(9, DType::f16, 3, 64, 4099, 5120)), "qmm_affine_tc");

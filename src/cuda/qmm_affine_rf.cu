@@ -24,12 +24,13 @@ std::string rf_slower_here(const Problem& p) {
   const int64_t m = p.m;
   switch (b) {
     case 4:
-      // On the small matrices qmm_affine_i8 wins (H100, M = 5..8: 4096 x 4096 and 5120 x 5120
-      // 1.29-1.55x; 14336 x 5120 and above 0.82-1.06x, so rf keeps those). Only where
-      // qmm_affine_i8 takes the problem, so rf stays the fallback before sm_90.
-      if (g == 64 && m <= 8 && p.n * p.k <= (int64_t{1} << 25) && qmm_affine_i8_supports(p).empty())
-        return "4-bit groups of 64 at M <= 8 on N·K <= 2^25: qmm_affine_i8 is faster (H100 "
-               "4096 x 4096 and 5120 x 5120, M = 5..8: 1.29-1.55x)";
+      // On the small matrices qmm_affine_i8 wins (M = 5..8, 4096 x 4096 and 5120 x 5120: H100 g64
+      // 1.29-1.55x, H200 f16 g128 1.2-1.5x, g32 1.15-1.22x; on 14336 x 5120 and above rf is
+      // 0.94-1.5x faster and keeps them). Only where qmm_affine_i8 takes the problem, so rf stays
+      // the fallback before sm_90.
+      if (m <= 8 && p.n * p.k <= (int64_t{1} << 25) && qmm_affine_i8_supports(p).empty())
+        return "4-bit at M <= 8 on N·K <= 2^25: qmm_affine_i8 is faster (4096 x 4096 and 5120 x "
+               "5120, M = 5..8: H100 g64 1.29-1.55x, H200 g128 1.2-1.5x, g32 1.15-1.22x)";
       return {};
     case 2:  // 1.04-1.47x qmm_affine_i8 (g64, g128), 1.42-1.81x qmm_affine_tc (g32) at M = 5..8
       if (m > 8)
