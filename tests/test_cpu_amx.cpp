@@ -2,10 +2,10 @@
 // [K, N], x in f16 and bf16 (two and one bf16 planes), M ragged for the 32-row blocks, N ragged
 // for the 128-row or -column tasks, K past one K block and ragged within a tile step (fp8), one
 // and two threads, outputs poisoned first; non-finite activations and weights keep their class.
-// f32 activations take the codes path (affine groups of 64 and 128 and mxfp4 in [N, K]: one
-// bf16 plane of exact values, x in three planes, scales per group) and are declined with a
-// reason for the others. Skips where the CPU has no AMX-BF16 (the tests then say why). Timing lives
-// in bench/cpu_probe.
+// f32 activations take the codes path (affine and the GGUF blocks of 32 in [N, K]: one bf16
+// plane of exact values, x in three planes, scales per group) or W's one plane (mx, nvfp4, fp8)
+// and are declined with a reason for the others. Skips where the CPU has no AMX-BF16 (the tests
+// then say why). Timing lives in bench/cpu_probe.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -219,12 +219,16 @@ TEST(CpuAmxEdges, GroupedExperts) {
 }
 
 // f32 x on the codes path: every affine width with groups of 32, 64 and 128 (f32 scales, as x)
-// and GGUF q4_0 / q8_0 (the scales from the blocks), N past one 128-row task and ragged, K over two
+// and the GGUF blocks of 32 and K-quant sub-blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K,
+// q5_K: the scales from the blocks), N past one 128-row task and ragged, K over two
 // K blocks (M = 32; M = 47 and 97 take smaller ones), M ragged for the 32-row blocks and past 128,
 // against the oracle at f32's bound; one and two threads give the same bits.
 TEST(CpuAmxCodes, MatchesOracle) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
-  std::vector<Format> fs = {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q8_0)};
+  std::vector<Format> fs;
+  for (Scheme s : {Scheme::q4_0, Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q8_0,
+                   Scheme::q4_K, Scheme::q5_K})
+    fs.push_back(Format::gguf(s));
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int g : {32, 64, 128}) fs.push_back(Format::affine(bits, g));
   const int64_t N = 165, K = 1280;
@@ -241,8 +245,8 @@ TEST(CpuAmxCodes, MatchesOracle) {
   }
   // Past 128 rows of x (the K block shrinks with M: 1024 at M = 32, 512 at 129 and 160, 384 at
   // 300), with codes read from storage (4/8-bit, E2M1) and decoded (3-bit).
-  for (const Format& f :
-       {Format::affine(4, 64), Format::affine(3, 128), Format::affine(8, 128), Format::mxfp4()})
+  for (const Format& f : {Format::affine(4, 64), Format::affine(3, 128), Format::affine(8, 128),
+                          Format::mxfp4(), Format::gguf(Scheme::q5_K)})
     for (int64_t m : {129, 300}) {
       const QuantizedMatrix w = weights(f, N, K, DType::f32, 21);
       const test::Dense x = test::random_dense(DType::f32, m, K, 22);
@@ -289,6 +293,22 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
   reinterpret_cast<uint8_t*>(w4.scales)[141 * (K / 32) + 3] = 0xff;  // a NaN scale, row 141
   const test::Dense x4 = test::random_dense(DType::f32, M, K, 7);
   expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
+  // GGUF blocks whose f16 d (or K-quant dmin) is NaN or infinite: their task runs the f32 path.
+  for (Scheme s : {Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q4_K, Scheme::q5_K}) {
+    QuantizedMatrix wg = weights(Format::gguf(s), N, K, DType::f32, 8);
+    auto* codes = reinterpret_cast<uint8_t*>(wg.codes);
+    const bool kq = s == Scheme::q4_K || s == Scheme::q5_K;
+    const int64_t row = static_cast<int64_t>(wg.footprint().code_bytes) / N;
+    const int64_t block = s == Scheme::q4_1   ? 20
+                          : s == Scheme::q5_0 ? 22
+                          : s == Scheme::q5_1 ? 24
+                          : s == Scheme::q4_K ? 144
+                                              : 176;
+    const uint16_t inf = 0x7c00, nan = 0x7e00;
+    std::memcpy(codes + 2 * row + block, &nan, 2);           // row 2: the second block's d
+    std::memcpy(codes + 140 * row + (kq ? 2 : 0), &inf, 2);  // row 140: dmin, or d
+    expect_same_classes(amx_y(wg, x4), ref::matmul(x4.view(), wg));
+  }
 }
 
 // GGUF q4_0 / q8_0 on two planes: a block whose f16 d is infinite or NaN sends its task to the
@@ -380,12 +400,12 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   // Without AMX (or AVX-512) the reason names what is missing; the kernel's name is there too.
   const bool here = amx_here();
   const test::Dense x32 = test::random_dense(DType::f32, 32, 256, 2);
-  expect_declines(weights(Format::gguf(Scheme::q4_K), 64, 256, DType::f32, 4), x32,
-                  here ? "f32 activations: affine, q4_0 and q8_0 in [N, K]" : kAmx);
+  expect_declines(weights(Format::gguf(Scheme::q6_K), 64, 256, DType::f32, 4), x32,
+                  here ? "f32 activations: affine and the GGUF blocks of 32" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "q8_0 in [N, K]" : kAmx);
+                  here ? "q5_K) in [N, K]" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

@@ -23,6 +23,7 @@
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
 #include "format/dense.hpp"
+#include "format/gguf.hpp"
 #include "format/minifloat.hpp"
 #if defined(QUANTA_CPU_X86)
 #include "cpu/x86/amx_gemm.hpp"
@@ -521,15 +522,92 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 
-// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (affine, and GGUF q4_0 /
-// q8_0 with f32 x; x_planes as x's dtype gives them). Per task (kAmxN rows of W) and K block: the
-// codes q written from storage (4/8-bit affine, GGUF) or decoded by the engine from a copy of the
-// plan whose scales are ones and biases zeros, the block's scales and biases as f32 for the AVX
-// side; then amx::gemm_codes over every row of x.
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (affine, and the GGUF
+// blocks of 32 with f32 x; x_planes as x's dtype gives them). Per task (kAmxN rows of W) and K
+// block: the codes q written from storage (4/8-bit affine, GGUF) or decoded by the engine from a
+// copy of the plan whose scales are ones and biases zeros, the block's scales and biases as f32 for
+// the AVX side; then amx::gemm_codes over every row of x. The codes that amx::codes_w_direct writes
+// from storage for this plan (none: the engine decodes them from a unit-scale copy of the plan).
+amx::DirectCodes direct_codes(const WeightPlan& w) {
+  switch (w.scheme) {
+    case Scheme::q4_0:
+      return amx::DirectCodes::q4_0;
+    case Scheme::q4_1:
+      return amx::DirectCodes::q4_1;
+    case Scheme::q5_0:
+      return amx::DirectCodes::q5_0;
+    case Scheme::q5_1:
+      return amx::DirectCodes::q5_1;
+    case Scheme::q8_0:
+      return amx::DirectCodes::q8_0;
+    case Scheme::q4_K:
+      return amx::DirectCodes::q4_K;
+    case Scheme::q5_K:
+      return amx::DirectCodes::q5_K;
+    default:
+      return w.bits == 4   ? amx::DirectCodes::u4
+             : w.bits == 8 ? amx::DirectCodes::u8
+                           : amx::DirectCodes::none;
+  }
+}
+
+// Scales and biases of groups [g0, g0 + count) (32 elements each) of a GGUF row, so that the
+// weights are scale · q + bias for the codes q that codes_w_direct writes: the products below
+// are exact in f32, as the codec's d · sc and dmin · m are. The switch sits outside the loops
+// and a K-quant super-block's d and dmin are read once for its sub-blocks.
+void gguf_row_scales(Scheme s, const uint8_t* row, int64_t g0, int64_t count, float* scale,
+                     float* bias) {
+  const auto f16 = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16_bits_to_f32(h);
+  };
+  // Blocks of 32: f16 d at the block's start, (q4_1 / q5_1) f16 m after it.
+  const auto blocks = [&](int64_t block, float bias_times_d, bool with_m) {
+    for (int64_t i = 0; i < count; ++i) {
+      const uint8_t* b = row + (g0 + i) * block;
+      scale[i] = f16(b);
+      bias[i] = with_m ? f16(b + 2) : bias_times_d * scale[i];
+    }
+  };
+  switch (s) {
+    case Scheme::q4_0:
+      return blocks(18, -8.0f, false);
+    case Scheme::q5_0:
+      return blocks(22, -16.0f, false);
+    case Scheme::q4_1:
+      return blocks(20, 0.0f, true);
+    case Scheme::q5_1:
+      return blocks(24, 0.0f, true);
+    case Scheme::q8_0:
+      return blocks(34, 0.0f, false);
+    default: {  // q4_K, q5_K: sub-block g % 8 of super-block g / 8
+      const int64_t block = s == Scheme::q4_K ? 144 : 176;
+      for (int64_t i = 0; i < count;) {
+        const int64_t g = g0 + i;
+        const uint8_t* b = row + g / 8 * block;
+        const float d = f16(b), dmin = f16(b + 2);
+        for (int j = static_cast<int>(g % 8); j < 8 && i < count; ++j, ++i) {
+          uint8_t sc, mn;
+          codec::gguf::get_scale_min_k4(j, b + 4, &sc, &mn);
+          scale[i] = d * static_cast<float>(sc);
+          bias[i] = -(dmin * static_cast<float>(mn));
+        }
+      }
+      return;
+    }
+  }
+}
+
 void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                      int threads, int x_planes) {
   const int workers = workers_for(threads, w.n * w.k * m);
-  const int64_t K = w.k, G = w.group, ng = K / G, ks = K / amx::kStep, gsteps = G / amx::kStep;
+  const amx::DirectCodes direct = direct_codes(w);
+  const bool gguf = direct != amx::DirectCodes::none && direct != amx::DirectCodes::u4 &&
+                    direct != amx::DirectCodes::u8;
+  // The GGUF groups are blocks of 32, or the K-quants' sub-blocks of 32.
+  const int64_t K = w.k, G = gguf ? amx::kStep : w.group, ng = K / G, ks = K / amx::kStep,
+                gsteps = G / amx::kStep;
   const int64_t mp = round_up(m, amx::kBlock);
   std::unique_ptr<uint16_t[]> xp(
       new uint16_t[static_cast<std::size_t>(amx::x_elems(m, K, x_planes))]);
@@ -549,15 +627,8 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     tiled(kr, w, x, K, m, y, w.n, threads);
     return;
   }
-  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q8_0;
-  // 4/8-bit affine codes and GGUF q4_0 / q8_0 go into the tiles as they are stored (no decode to
+  // 4/8-bit affine codes and the GGUF blocks go into the tiles as they are stored (no decode to
   // f32; for GGUF, the only way: its scales sit in the blocks).
-  const amx::DirectCodes direct = w.scheme == Scheme::q4_0   ? amx::DirectCodes::q4_0
-                                  : w.scheme == Scheme::q8_0 ? amx::DirectCodes::q8_0
-                                  : w.bits == 4              ? amx::DirectCodes::u4
-                                  : w.bits == 8              ? amx::DirectCodes::u8
-                                                             : amx::DirectCodes::none;
-  const int64_t gguf_block = w.scheme == Scheme::q4_0 ? 18 : 34;
   // K block: x's planes over it (2 bytes an element, row and plane) kept to ~768 KB, so they
   // stay in L2 across the tasks (f32 x at M = 512 with 1024 ran 0.8-0.95x the tiled path).
   const int64_t kc_rows =
@@ -599,23 +670,26 @@ void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, 
     for (int64_t k0 = 0; k0 < K && !bad; k0 += kc) {
       const int64_t kcp = std::min(kc, K - k0), kcs = kcp / amx::kStep, g0 = k0 / G;
       // The block's scales and biases (zero past the task's rows), as the decode takes them.
-      for (int64_t r = 0; r < w_pad; ++r)
-        for (int64_t g = 0; g < kcp / G; ++g) {
-          float s = 0, b = 0;
-          if (r < rows && gguf) {  // the block's f16 d; q4_0's bias -8 d (exact)
-            uint16_t d;
-            std::memcpy(&d, w.codes + (n0 + r) * w.row_bytes + (g0 + g) * gguf_block, 2);
-            s = f16_bits_to_f32(d);
-            b = w.scheme == Scheme::q4_0 ? -8.0f * s : 0.0f;
-          } else if (r < rows) {
-            const std::size_t i = static_cast<std::size_t>((n0 + r) * ng + g0 + g);
-            s = dense::load(w.scales, w.scale_dtype, i);
-            b = dense::load(w.biases, w.scale_dtype, i);
-          }
-          bad |= !std::isfinite(s) || !std::isfinite(b);
-          sv[r * gb + g] = s;
-          bv[r * gb + g] = b;
+      const int64_t gc = kcp / G;
+      for (int64_t r = 0; r < w_pad; ++r) {
+        float* s = sv + r * gb;
+        float* b = bv + r * gb;
+        if (r >= rows) {
+          std::fill(s, s + gc, 0.0f);
+          std::fill(b, b + gc, 0.0f);
+          continue;
         }
+        if (gguf) {
+          gguf_row_scales(w.scheme, w.codes + (n0 + r) * w.row_bytes, g0, gc, s, b);
+        } else {
+          for (int64_t g = 0; g < gc; ++g) {
+            const std::size_t i = static_cast<std::size_t>((n0 + r) * ng + g0 + g);
+            s[g] = dense::load(w.scales, w.scale_dtype, i);
+            b[g] = dense::load(w.biases, w.scale_dtype, i);
+          }
+        }
+        for (int64_t g = 0; g < gc; ++g) bad |= !std::isfinite(s[g]) || !std::isfinite(b[g]);
+      }
       for (int64_t r0 = 0; r0 < w_pad && !bad; r0 += amx::kBlock) {
         const int64_t rr = std::clamp<int64_t>(rows - r0, 0, amx::kBlock);
         if (direct != amx::DirectCodes::none) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "format/minifloat.hpp"
 
@@ -413,19 +414,62 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
         _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(lo) : _mm512_cvtepu8_epi32(lo)),
         _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(hi) : _mm512_cvtepu8_epi32(hi)));
   };
-  if (kind == DirectCodes::q4_0 || kind == DirectCodes::q8_0) {  // a block of 32 a tile row
-    const bool q8 = kind == DirectCodes::q8_0;
-    const int64_t block = q8 ? 34 : 18;  // f16 d, then 32 int8 or 16 bytes of nibbles
+  const auto nibbles = [](__m128i q, bool high) {
+    return _mm_and_si128(high ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(15));
+  };
+  const auto load16 = [](const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  };
+  const auto plus16 = [](__m128i v, __mmask16 k) {  // the fifth bit where k says
+    return _mm_mask_add_epi8(v, k, v, _mm_set1_epi8(16));
+  };
+  if (kind == DirectCodes::q4_K || kind == DirectCodes::q5_K) {  // a sub-block of 32 a tile row
+    // Super-blocks of 256: f16 d and dmin, 12 bytes of scales, (q5_K) 32 bytes of fifth bits,
+    // then 128 bytes of nibbles: byte 32c + l holds element 64c + l (low) and 64c + 32 + l
+    // (high); q5_K's element 64c + l takes bit 2c of qh[l], 64c + 32 + l bit 2c + 1.
+    const bool q5 = kind == DirectCodes::q5_K;
+    const int64_t block = q5 ? 176 : 144, qs_at = q5 ? 48 : 16;
     plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
-      const uint8_t* b = codes + r * row_bytes + k0 / kStep * block + 2;
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+        const int64_t g = (k0 + c) / kStep;
+        const int j = static_cast<int>(g % 8);
+        const uint8_t* b = codes + r * row_bytes + g / 8 * block;
+        const uint8_t* q = b + qs_at + 32 * (j / 2);
+        __m128i lo = nibbles(load16(q), j % 2 != 0), hi = nibbles(load16(q + 16), j % 2 != 0);
+        if (q5) {
+          const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << j));
+          lo = plus16(lo, _mm_test_epi8_mask(load16(b + 16), bit));
+          hi = plus16(hi, _mm_test_epi8_mask(load16(b + 32), bit));
+        }
+        _mm512_storeu_si512(dst, ints(lo, hi, false));
+      }
+    });
+    return;
+  }
+  if (kind != DirectCodes::u4 && kind != DirectCodes::u8) {  // a block of 32 a tile row
+    // Blocks: f16 d, (q4_1 / q5_1) f16 m, (q5_0 / q5_1) the fifth bits as a little-endian u32,
+    // then 16 bytes of nibbles (element j low in byte j, j + 16 high) or q8_0's 32 int8.
+    const bool q8 = kind == DirectCodes::q8_0;
+    const bool with_m = kind == DirectCodes::q4_1 || kind == DirectCodes::q5_1;
+    const bool q5 = kind == DirectCodes::q5_0 || kind == DirectCodes::q5_1;
+    const int64_t qh_at = with_m ? 4 : 2, qs_at = qh_at + (q5 ? 4 : 0);
+    const int64_t block = q8 ? 34 : qs_at + 16;
+    plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
+      const uint8_t* b = codes + r * row_bytes + k0 / kStep * block;
       for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile, b += block) {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-        // q4_0: element j in the low nibble of byte j, j + 16 in its high nibble.
-        const __m512i v =
-            q8 ? ints(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)), true)
-               : ints(_mm_and_si128(q, _mm_set1_epi8(15)),
-                      _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(15)), false);
-        _mm512_storeu_si512(dst, v);
+        const __m128i q = load16(b + qs_at);
+        if (q8) {
+          _mm512_storeu_si512(dst, ints(q, load16(b + qs_at + 16), true));
+          continue;
+        }
+        __m128i lo = nibbles(q, false), hi = nibbles(q, true);
+        if (q5) {
+          uint32_t qh;
+          std::memcpy(&qh, b + qh_at, 4);
+          lo = plus16(lo, static_cast<__mmask16>(qh));
+          hi = plus16(hi, static_cast<__mmask16>(qh >> 16));
+        }
+        _mm512_storeu_si512(dst, ints(lo, hi, false));
       }
     });
     return;

@@ -87,13 +87,15 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
              int64_t nb, int64_t s0);
 
 // The codes whose values codes_w_direct reads straight from storage (no f32 tile between):
-// affine 4-bit and 8-bit codes q, GGUF q4_0's nibbles (q, 0..15: its d and -8d are the group's
-// scale and bias) and q8_0's int8 (its d the scale).
-enum class DirectCodes { none, u4, u8, q4_0, q8_0 };
+// affine 4-bit and 8-bit codes q, and the GGUF blocks' codes per 32 elements: q4_0 / q4_1
+// nibbles (0..15), q5_0 / q5_1 with their fifth bit (0..31), q8_0's int8, and the q4_K / q5_K
+// sub-blocks of 32 (the caller takes each group's scale and bias from the blocks: q4_0 d and
+// -8d, q5_0 d and -16d, q4_1 / q5_1 d and m, q8_0 d, q4_K / q5_K d·sc and -dmin·m).
+enum class DirectCodes { none, u4, u8, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K };
 
 // The codes path's W tile as codes_w, read from the codes themselves: rows rows (<= 16) of
 // row_bytes bytes each from `codes` (element k0 of each row first, k0 a multiple of 32 and of
-// 8 / bits; GGUF: of blocks of 32), cols_pad codes a row (a multiple of 32, all within the rows);
+// 8 / bits; GGUF: of 32), cols_pad codes a row (a multiple of 32, all within the rows);
 // rows past `rows` become zeros. Every such value is finite and exact in bf16. ~0.15 cycles a
 // weight against ~1.5 for the engine's decode to f32 and codes_w (docs/perf-cpu.md).
 void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, int64_t rows,
