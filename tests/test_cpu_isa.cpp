@@ -79,7 +79,8 @@ TEST(CpuIsa, SelectorFollowsTheCap) {
     p.m = 4;
     EXPECT_EQ(select_kernel(p, "auto").name, "qmv_fused_" + isa);
     // M = 5..8: two passes of the fused GEMV where it takes x as integer planes (VNNI), else
-    // the tiled path; 8-bit codes have no such GEMV.
+    // the tiled path; 8-bit codes too (the planes' GEMV reads them as stored), but the fp8
+    // codes have no such GEMV.
     const bool planes = i == Isa::avx512 && cpu::vnni_active();
     p.m = 5;
     EXPECT_EQ(select_kernel(p, "auto").name, (planes ? "qmv_fused_" : "qmm_tiled_") + isa);
@@ -89,6 +90,8 @@ TEST(CpuIsa, SelectorFollowsTheCap) {
     EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
     p.format = Format::affine(8, 64);
     p.m = 5;
+    EXPECT_EQ(select_kernel(p, "auto").name, (planes ? "qmv_fused_" : "qmm_tiled_") + isa);
+    p.format = Format::fp8_e4m3();
     EXPECT_EQ(select_kernel(p, "auto").name, "qmm_tiled_" + isa);
     p.format = Format::gguf(Scheme::q6_K);  // costly tiles: fused up to M = 8
     p.m = 8;

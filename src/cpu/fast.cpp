@@ -805,12 +805,12 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 
 }  // namespace
 
-bool affine_planes_gemv(Scheme s, int bits, int64_t k, bool packed) {
+bool affine_planes_gemv(Scheme s, int64_t k) {
   constexpr int64_t kBlock = 128;  // vnni::kAffineBlock, pack.hpp kPackBlock
   static_assert(kBlock == kPackBlock);
-  const bool fits = (s == Scheme::affine && (bits != 8 || packed)) || s == Scheme::q4_0 ||
-                    s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1 ||
-                    s == Scheme::mxfp4 || s == Scheme::nvfp4;
+  const bool fits = s == Scheme::affine || s == Scheme::q4_0 || s == Scheme::q4_1 ||
+                    s == Scheme::q5_0 || s == Scheme::q5_1 || s == Scheme::mxfp4 ||
+                    s == Scheme::nvfp4;
   return fits && k % kBlock == 0;
 }
 
@@ -826,9 +826,7 @@ int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa) {
     default:
       // Two passes of the VNNI GEMV (x as integer planes) against the tiled path at M = 5..8:
       // 1.2-2.0x (Zen 4, 16384 and 4096 x 14336, docs/perf-cpu.md).
-      return isa == Isa::avx512 && vnni_active() && affine_planes_gemv(f.scheme, f.bits, k, false)
-                 ? 8
-                 : 4;
+      return isa == Isa::avx512 && vnni_active() && affine_planes_gemv(f.scheme, k) ? 8 : 4;
   }
 }
 

@@ -60,12 +60,12 @@ struct WeightPlan {
   bool pack_e4m3 = false;
 };
 
-// Whether the affine-family VNNI GEMV (x86/vnni_affine.hpp) serves a matrix of this scheme and
-// width: affine 2-6 bits (8 bits only from a host pack), GGUF q4_0 .. q5_1, mxfp4 and nvfp4, K a
-// multiple of its 128-element block. One rule for the engine's choice (gemv_int8_x) and the
+// Whether the affine-family VNNI GEMV (x86/vnni_affine.hpp) serves a matrix of this scheme: affine
+// (every width, packed or not), GGUF q4_0 .. q5_1, mxfp4 and nvfp4, K a multiple of its
+// 128-element block. One rule for the engine's choice (gemv_int8_x) and the
 // selector's fused range (fused_max_rows); defined in fast.cpp (generic code, not an inline
 // function the ISA files would each compile).
-bool affine_planes_gemv(Scheme s, int bits, int64_t k, bool packed);
+bool affine_planes_gemv(Scheme s, int64_t k);
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].
 struct Rows {

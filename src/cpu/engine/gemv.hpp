@@ -36,7 +36,7 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, GGUF q4_0 .. q5_1, affine 2- to 6-bit (and 8-bit prepacked), mxfp4 and nvfp4 (K a
+// K-quants, GGUF q4_0 .. q5_1, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
 // multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
 // usable (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
 // its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
@@ -45,10 +45,9 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
-    return w.int8_x &&
-           (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K || w.scheme == Scheme::q4_K ||
-            w.scheme == Scheme::q5_K || w.scheme == Scheme::q6_K ||
-            affine_planes_gemv(w.scheme, w.bits, w.k, w.pack != nullptr));
+    return w.int8_x && (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K ||
+                        w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
+                        w.scheme == Scheme::q6_K || affine_planes_gemv(w.scheme, w.k));
 #endif
   return false;
 }

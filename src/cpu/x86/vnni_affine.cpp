@@ -291,10 +291,17 @@ inline __m512 group_scales(const uint8_t* at, DType sd, int cnt, __mmask16 k) {
 // codes then as 2·value + 12.
 template <int BITS, bool kE2M1, bool kStream>
 inline void block_codes(const uint8_t* p, __m512i& c0, __m512i& c1) {
-  if constexpr (kStream && (BITS == 5 || BITS == 6))
+  if constexpr (kStream && (BITS == 5 || BITS == 6)) {
     load_stream_codes<BITS>(p, c0, c1);
-  else
+  } else if constexpr (kStream && BITS == 8) {
+    // MLX's 8-bit codes as stored (one byte each), into Ctl::chunk order by one two-source byte
+    // permute per vector (the pack's order, Ctl::quad, needs none).
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    c0 = _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.chunk[0]), hi);
+    c1 = _mm512_permutex2var_epi8(lo, _mm512_load_si512(kCtl.chunk[1]), hi);
+  } else {
     load_codes<BITS>(p, c0, c1);
+  }
   if constexpr (kE2M1) {
     const __m512i lut = _mm512_load_si512(kE2M1Unsigned);
     c0 = _mm512_shuffle_epi8(lut, c0);
@@ -840,6 +847,8 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
         return by_group.template operator()<5, P>();
       case 6:
         return by_group.template operator()<6, P>();
+      case 8:
+        return by_group.template operator()<8, P>();
       default:
         return by_group.template operator()<4, P>();
     }

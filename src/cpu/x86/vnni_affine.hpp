@@ -1,6 +1,6 @@
-// Affine 2- to 6-bit, mxfp4, nvfp4 and GGUF q4_0 .. q5_1 GEMV (M = 1..4 per pass, W [N, K]; from
-// a host pack also 8-bit, the pack laying 5/6-bit codes out as nibbles plus masks of the high
-// bits and 8-bit ones as bytes in fours) on integer dot products, inside the avx512 level where
+// Affine 2- to 8-bit, mxfp4, nvfp4 and GGUF q4_0 .. q5_1 GEMV (M = 1..4 per pass, W [N, K]; also
+// from a host pack, which lays 5/6-bit codes out as nibbles plus masks of the high bits and 8-bit
+// ones as bytes in fours) on integer dot products, inside the avx512 level where
 // the CPU has AVX512-VNNI, VBMI and GFNI (vnni_active()). The float kernel (engine/gemv.hpp)
 // spends an unpack (3-bit: across bytes), a convert and an FMA per 16 codes and reads 4 bytes of
 // x from L2 per weight.
@@ -10,7 +10,8 @@
 //   2^e from the block's largest |x| (every step an exact f32 operation, so x is held to
 //   2^-21 of that largest |x|, below the f32 rounding of the result). A block's codes become two
 //   vectors of 64 u8 operands (4-bit: the low and high nibbles of 64 bytes; 2/3/5/6-bit: a byte
-//   permute and a multishift; E2M1: a byte shuffle to 2·value + 12), each a vpdpbusd against a
+//   permute and a multishift; 8-bit: a two-source byte permute; E2M1: a byte shuffle to
+//   2·value + 12), each a vpdpbusd against a
 //   plane: 6 dot products, one int32 combine and one FMA with the group scales per 128 weights,
 //   3 bytes of x per weight. The bias term stays in f32 (Σ_g b·Σx, the group sums of x made once
 //   per call).
@@ -18,7 +19,8 @@
 // Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM, 2-bit 1.2x, M = 2..4
 // 1.4-2.1x; 4-bit 1.2-1.75x from L3 and a tie from DRAM on the 2-core Zen 5 VM (groups of 32 lose
 // 8-12% there: fast.cpp keeps them on the float kernel past L3); 5/6-bit 2.0-2.3x and mxfp4 /
-// nvfp4 1.5x one core hot on Zen 4.
+// nvfp4 1.5x one core hot on Zen 4; 8-bit 1.4-1.7x one core hot and M = 2..8 1.1-2.0x on the
+// Emerald Rapids VM.
 // Compiled with the VNNI/VBMI/GFNI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
@@ -39,7 +41,7 @@ inline constexpr int64_t kAffineBlock = 128;
 bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
 
 // y[i·ldy + n] for the rows i < mp.m (1..4) of x and n in [n0, n1), over all of K, for w affine
-// 2- to 6-bit, mxfp4, nvfp4 or GGUF q4_0 .. q5_1 with K % kAffineBlock == 0; mp.xs: the group
+// 2- to 8-bit, mxfp4, nvfp4 or GGUF q4_0 .. q5_1 with K % kAffineBlock == 0; mp.xs: the group
 // sums of each row of x.
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);
