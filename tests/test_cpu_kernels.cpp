@@ -259,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(Int8Planes, PlaneExtremes,
                                            Format::affine(3, 32), Format::affine(3, 128),
                                            Format::affine(2, 64), Format::gguf(Scheme::q4_0),
                                            Format::gguf(Scheme::q4_1), Format::gguf(Scheme::q5_0),
-                                           Format::gguf(Scheme::q5_1)),
+                                           Format::gguf(Scheme::q5_1), Format::gguf(Scheme::q8_0),
+                                           Format::affine(8, 64)),
                          [](const ::testing::TestParamInfo<Format>& i) {
                            std::string s(i.param.name());
                            for (char& ch : s)

@@ -68,7 +68,7 @@ inline bool amx_one_plane_w(Scheme s) {
 // The most rows of x the fused path takes for this problem at ISA level `isa`: 8 for W [K, N];
 // for W [N, K] 4, or 8 for q3_K, q5_K and q6_K, whose tiles cost the most to decode (M = 5 and
 // 8, 4096 x 14336: fused 4.6-5.9 ms, tiled 7.8-9.0 ms), and for the formats whose GEMV takes x
-// as integer planes (affine 2-6 bits, q4_0 .. q5_1, mxfp4, nvfp4; K % 128 == 0) where the VNNI
+// as integer planes (affine, q4_0 .. q8_0, mxfp4, nvfp4; K % 128 == 0) where the VNNI
 // kernels run (two passes 1.2-2.0x the tiled path); the tiled path wins from M = 5 for the rest
 // (docs/perf-cpu.md).
 int64_t fused_max_rows(const Format& f, Layout layout, int64_t k, Isa isa);

@@ -809,8 +809,8 @@ bool affine_planes_gemv(Scheme s, int64_t k) {
   constexpr int64_t kBlock = 128;  // vnni::kAffineBlock, pack.hpp kPackBlock
   static_assert(kBlock == kPackBlock);
   const bool fits = s == Scheme::affine || s == Scheme::q4_0 || s == Scheme::q4_1 ||
-                    s == Scheme::q5_0 || s == Scheme::q5_1 || s == Scheme::mxfp4 ||
-                    s == Scheme::nvfp4;
+                    s == Scheme::q5_0 || s == Scheme::q5_1 || s == Scheme::q8_0 ||
+                    s == Scheme::mxfp4 || s == Scheme::nvfp4;
   return fits && k % kBlock == 0;
 }
 

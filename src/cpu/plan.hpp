@@ -35,8 +35,8 @@ struct WeightPlan {
   // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
-  // GEMV only, decided once per call (vnni_active()): the K-quants, affine 2-6 bits (and
-  // prepacked 8-bit), GGUF q4_0 .. q5_1, mxfp4 and nvfp4 take x as integer planes
+  // GEMV only, decided once per call (vnni_active()): the K-quants, affine (every width), GGUF
+  // q4_0 .. q8_0, mxfp4 and nvfp4 take x as integer planes
   // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
   bool int8_x = false;
   // With int8_x, how the next pass of rows is prefetched (gemv_prefetch()): into L2 instead of
@@ -61,7 +61,7 @@ struct WeightPlan {
 };
 
 // Whether the affine-family VNNI GEMV (x86/vnni_affine.hpp) serves a matrix of this scheme: affine
-// (every width, packed or not), GGUF q4_0 .. q5_1, mxfp4 and nvfp4, K a multiple of its
+// (every width, packed or not), GGUF q4_0 .. q8_0, mxfp4 and nvfp4, K a multiple of its
 // 128-element block. One rule for the engine's choice (gemv_int8_x) and the
 // selector's fused range (fused_max_rows); defined in fast.cpp (generic code, not an inline
 // function the ISA files would each compile).

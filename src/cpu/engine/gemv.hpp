@@ -26,7 +26,8 @@ namespace quanta::cpu::QUANTA_ISA {
 
 // GGUF's 32-element blocks, which the affine VNNI kernel serves (vnni_affine.hpp).
 inline bool gguf32_int8(Scheme s) {
-  return s == Scheme::q4_0 || s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1;
+  return s == Scheme::q4_0 || s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1 ||
+         s == Scheme::q8_0;
 }
 
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
@@ -36,7 +37,7 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 }
 
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
-// K-quants, GGUF q4_0 .. q5_1, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
+// K-quants, GGUF q4_0 .. q8_0, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
 // multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
 // usable (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
 // its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
@@ -426,6 +427,8 @@ inline int64_t gemv_xs_elems(const WeightPlan& w) {
     case Scheme::q4_0:  // the VNNI kernel's bias terms, -8d and -16d per block
     case Scheme::q5_0:
       return 32;
+    case Scheme::q8_0:  // on x's planes: the VNNI kernel's bias terms, -128d per block
+      return gemv_int8_x(w) ? 32 : 0;
     default:
       return 0;
   }

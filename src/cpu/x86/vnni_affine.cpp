@@ -1,4 +1,4 @@
-// The affine (2-6 bits), mxfp4, nvfp4 and GGUF q4_0 .. q5_1 GEMV on AVX512-VNNI dot products
+// The affine (2-8 bits), mxfp4, nvfp4 and GGUF q4_0 .. q8_0 GEMV on AVX512-VNNI dot products
 // (see vnni_affine.hpp). Built with the avx512 flags plus VNNI, VBMI and GFNI (src/CMakeLists.txt).
 #include "cpu/x86/vnni_affine.hpp"
 
@@ -35,7 +35,7 @@ struct Ctl {
   alignas(64) uint64_t gf2[2][8] = {};  // qword q of vector v: bits 2j, 2j + 1 -> bits 0, 1
   alignas(64) int32_t g32q[16] = {};    // lane t -> its group, quarter order
   alignas(64) int32_t g64q[16] = {};
-  // GGUF's 32-element blocks (q4_0 .. q5_1): vector v byte 16b + i is element 32b + 16v + i (the
+  // GGUF's 32-element blocks (q4_0 .. q8_0): vector v byte 16b + i is element 32b + 16v + i (the
   // low nibbles of block b's 16 bytes, then their high nibbles).
   alignas(64) uint8_t block32[2][64] = {};
   // The pack's 8-bit codes: vector v byte 4t + j is element 8t + 4v + j.
@@ -605,10 +605,12 @@ void packed_rows(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t
   }
 }
 
-// GGUF's 32-element blocks with 4- or 5-bit codes, as affine groups of 32 whose scale d (and
-// min m) live in the block: w = d·q + b with b = -8d (q4_0), m (q4_1), -16d (q5_0), m (q5_1).
-// Four blocks (128 weights) at a time: a two-source byte permute gathers their 64 bytes of
-// nibbles (q5: a mask from qh sets each fifth bit), word permutes their d and m.
+// GGUF's 32-element blocks with 4-, 5- or 8-bit codes, as affine groups of 32 whose scale d (and
+// min m) live in the block: w = d·q + b with b = -8d (q4_0), m (q4_1), -16d (q5_0), m (q5_1),
+// and q8_0's int8 q as the u8 q + 128 with b = -128d. Four blocks (128 weights) at a time: a
+// two-source byte permute gathers their 64 bytes of nibbles (q5: a mask from qh sets each fifth
+// bit; q8_0: two such permutes, the second over a window 16 bytes on, for its 128 codes), word
+// permutes their d and m.
 // Routed for q5_1 (from DRAM, 16384 x 14336: 6.25-6.39 -> 4.11-4.71 ms) and, since the next
 // pass's rows are prefetched as one run, q4_1 and q5_0 (Zen 5 VM, Dec 3, four alternating pairs
 // from DRAM: q4_1 5.5-6.3 -> 4.7-5.4 ms, q5_0 7.4-11.9 -> 5.4-5.7; one core from L2 1.1-1.5x).
@@ -619,6 +621,8 @@ template <int BYTES, int QS, int QH, int MIN, int OFF>
 struct Legacy {
   static constexpr int kBytes = BYTES;
   static constexpr bool kFive = QH >= 0, kMin = MIN >= 0;
+  // q8_0: 32 int8 codes a block, read as u8 q + 128 (so b = -128d) and dotted as 8-bit codes.
+  static constexpr bool kEight = BYTES == 34;
   static constexpr float kOff = OFF;  // b = kOff · d when there is no min
   alignas(64) uint8_t qs[64] = {};    // byte 16b + i <- block b's qs[i]
   // Bytes 2b, 2b + 1 <- block b's qh[0], qh[1] (the fifth bits of its elements 0..15), bytes 8 +
@@ -642,6 +646,7 @@ using LegacyQ4_0 = Legacy<18, 2, -1, -1, -8>;
 using LegacyQ4_1 = Legacy<20, 4, -1, 2, 0>;
 using LegacyQ5_0 = Legacy<22, 6, 2, -1, -16>;
 using LegacyQ5_1 = Legacy<24, 8, 4, 2, 0>;
+using LegacyQ8_0 = Legacy<34, 2, -1, -1, -128>;
 template <class L>
 alignas(64) constexpr L kLegacy{};
 
@@ -654,7 +659,8 @@ template <class L, int R, int M, int P, bool kL2>
 void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
                  const MultiPlanes& mp, float* y, int64_t ldy) {
   constexpr const L& k = kLegacy<L>;
-  constexpr int64_t kVecBytes = 4 * L::kBytes;  // <= 96: two lines, loads reach 32-56 past
+  // <= 96 bytes (two lines; loads reach 32-56 past) or q8_0's 136 (three; loads reach 8 past).
+  constexpr int64_t kVecBytes = 4 * L::kBytes;
   const int64_t vecs = w.k / kBlock;
   const __m512i mask4 = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0);
@@ -685,8 +691,18 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
       prefetch<kL2>(pf_b[r] + pf_step * off);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
-      c0[r] = _mm512_and_si512(q, mask4);
-      c1[r] = high_nibbles(q);
+      if constexpr (L::kEight) {
+        // Block b's codes 16..31 sit at 34b + 18..33: the same table over bytes 16..143.
+        const __m512i q_hi =
+            _mm512_permutex2var_epi8(_mm512_loadu_si512(rp[r] + off + 16), _mm512_load_si512(k.qs),
+                                     _mm512_loadu_si512(rp[r] + off + 80));
+        const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+        c0[r] = _mm512_xor_si512(q, sign);
+        c1[r] = _mm512_xor_si512(q_hi, sign);
+      } else {
+        c0[r] = _mm512_and_si512(q, mask4);
+        c1[r] = high_nibbles(q);
+      }
       if constexpr (L::kFive) {
         const __m128i qh =
             _mm512_castsi512_si128(_mm512_permutex2var_epi8(a, _mm512_load_si512(k.qh), b));
@@ -716,7 +732,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0x1111, spread, xs), _mm512_set1_ps(L::kOff));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512 v = plane_dot<4, P>(c0[r], c1[r], xv);
+        const __m512 v = plane_dot < L::kEight ? 8 : 4, P > (c0[r], c1[r], xv);
         if constexpr (L::kMin) {
           acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_mul_ps(v, p2), acc[r][m]);
           bacc[r][m] = _mm512_fmadd_ps(mv[r], xs, bacc[r][m]);
@@ -821,6 +837,8 @@ void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, i
         return legacy.template operator()<LegacyQ4_1>();
       case Scheme::q5_0:
         return legacy.template operator()<LegacyQ5_0>();
+      case Scheme::q8_0:
+        return legacy.template operator()<LegacyQ8_0>();
       default:
         return legacy.template operator()<LegacyQ5_1>();
     }

@@ -1,4 +1,4 @@
-// Affine 2- to 8-bit, mxfp4, nvfp4 and GGUF q4_0 .. q5_1 GEMV (M = 1..4 per pass, W [N, K]; also
+// Affine 2- to 8-bit, mxfp4, nvfp4 and GGUF q4_0 .. q8_0 GEMV (M = 1..4 per pass, W [N, K]; also
 // from a host pack, which lays 5/6-bit codes out as nibbles plus masks of the high bits and 8-bit
 // ones as bytes in fours) on integer dot products, inside the avx512 level where
 // the CPU has AVX512-VNNI, VBMI and GFNI (vnni_active()). The float kernel (engine/gemv.hpp)
@@ -19,8 +19,8 @@
 // Measured (docs/perf-cpu.md): 3-bit 1.3-2x the float kernel from DRAM, 2-bit 1.2x, M = 2..4
 // 1.4-2.1x; 4-bit 1.2-1.75x from L3 and a tie from DRAM on the 2-core Zen 5 VM (groups of 32 lose
 // 8-12% there: fast.cpp keeps them on the float kernel past L3); 5/6-bit 2.0-2.3x and mxfp4 /
-// nvfp4 1.5x one core hot on Zen 4; 8-bit 1.4-1.7x one core hot and M = 2..8 1.1-2.0x on the
-// Emerald Rapids VM.
+// nvfp4 1.5x one core hot on Zen 4; affine 8-bit 1.4-1.7x and q8_0 1.3x one core hot, M = 2..8
+// 1.1-2.0x, on the Emerald Rapids VM.
 // Compiled with the VNNI/VBMI/GFNI flags (src/CMakeLists.txt); called only when vnni_active().
 #pragma once
 
@@ -41,7 +41,7 @@ inline constexpr int64_t kAffineBlock = 128;
 bool affine_prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
 
 // y[i·ldy + n] for the rows i < mp.m (1..4) of x and n in [n0, n1), over all of K, for w affine
-// 2- to 8-bit, mxfp4, nvfp4 or GGUF q4_0 .. q5_1 with K % kAffineBlock == 0; mp.xs: the group
+// 2- to 8-bit, mxfp4, nvfp4 or GGUF q4_0 .. q8_0 with K % kAffineBlock == 0; mp.xs: the group
 // sums of each row of x.
 void affine_gemv_multi(const WeightPlan& w, const MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);
