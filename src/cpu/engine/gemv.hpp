@@ -335,9 +335,28 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
           a = V::fma(V::set1(sc[g]), V::add(d0, d1), a);
         };
         int g = 0;
-        for (; g + 2 <= cnt; g += 2) {
-          group(g, acc);
-          group(g + 1, acc2);
+        if constexpr (kVal == Val::e4m3 && G == 2 * W) {
+          // mxfp8: two groups are one cache line (4W codes), so one prefetch and one NaN check
+          // per line instead of per 2W codes (the per-group form issued 4 prefetches and 2 NaN
+          // checks per 32 codes).
+          for (; g + 2 <= cnt; g += 2) {
+            const uint8_t* gp = p + g * kGroupBytes;
+            const float* gx = x + g * G;
+            prefetch_stream(gp);
+            if (V::e4m3_nan4(gp)) nan = 1;
+            F q0, q1, q2, q3;
+            V::e4m3v2(gp, q0, q1);
+            V::e4m3v2(gp + 2 * W, q2, q3);
+            const F d0 = V::fma(V::load(gx + W), q1, V::mul(V::load(gx), q0));
+            const F d1 = V::fma(V::load(gx + 3 * W), q3, V::mul(V::load(gx + 2 * W), q2));
+            acc = V::fma(V::set1(sc[g]), d0, acc);
+            acc2 = V::fma(V::set1(sc[g + 1]), d1, acc2);
+          }
+        } else {
+          for (; g + 2 <= cnt; g += 2) {
+            group(g, acc);
+            group(g + 1, acc2);
+          }
         }
         if (g < cnt) group(g, acc);
       }
@@ -374,10 +393,13 @@ inline void fp8_rows(const WeightPlan& w, const float* xp, const Span& sp, float
       prefetch_stream(row + e);
       if constexpr (kVal == Val::e4m3) {  // one NaN check for the 4W codes
         if (V::e4m3_nan4(row + e)) nan = 1;
-        a0 = V::fma(V::load(xp + e), V::e4m3v(row + e), a0);
-        a1 = V::fma(V::load(xp + e + W), V::e4m3v(row + e + W), a1);
-        a2 = V::fma(V::load(xp + e + 2 * W), V::e4m3v(row + e + 2 * W), a2);
-        a3 = V::fma(V::load(xp + e + 3 * W), V::e4m3v(row + e + 3 * W), a3);
+        F q0, q1, q2, q3;
+        V::e4m3v2(row + e, q0, q1);
+        V::e4m3v2(row + e + 2 * W, q2, q3);
+        a0 = V::fma(V::load(xp + e), q0, a0);
+        a1 = V::fma(V::load(xp + e + W), q1, a1);
+        a2 = V::fma(V::load(xp + e + 2 * W), q2, a2);
+        a3 = V::fma(V::load(xp + e + 3 * W), q3, a3);
       } else {
         step(row + e, e, a0, a1);
         step(row + e + 2 * W, e + 2 * W, a2, a3);

@@ -312,6 +312,14 @@ struct V {
                                        _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
     return _mm512_cvtph_ps(h);
   }
+  // e4m3v of the 2W codes at p, as two vectors (one widening and one shift for both halves).
+  static void e4m3v2(const uint8_t* p, F& a, F& b) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(raw), 7),
+                                       _mm512_set1_epi16(static_cast<int16_t>(0xbf80)));
+    a = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  }
   // Whether any of the 4W codes at p is an E4M3FN NaN (0x7f / 0xff).
   static bool e4m3_nan4(const uint8_t* p) {
     const __m512i b = _mm512_loadu_si512(p);

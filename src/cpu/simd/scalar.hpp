@@ -162,6 +162,10 @@ struct V {
     uint32_t nan = 0;
     return e4m3s(p, nan);
   }
+  static void e4m3v2(const uint8_t* p, F& a, F& b) {  // e4m3v of the 2W codes at p
+    a = e4m3v(p);
+    b = e4m3v(p + W);
+  }
   static bool e4m3_nan4(const uint8_t* p) {
     for (int i = 0; i < 4 * W; ++i)
       if ((p[i] & 0x7f) == 0x7f) return true;
