@@ -522,12 +522,8 @@ void amx_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_
   f32_tasks(kr, w, x, m, y, nonfinite_tasks, used);
 }
 
-// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (affine, and the GGUF
-// blocks of 32 with f32 x; x_planes as x's dtype gives them). Per task (kAmxN rows of W) and K
-// block: the codes q written from storage (4/8-bit affine, GGUF) or decoded by the engine from a
-// copy of the plan whose scales are ones and biases zeros, the block's scales and biases as f32 for
-// the AVX side; then amx::gemm_codes over every row of x. The codes that amx::codes_w_direct writes
-// from storage for this plan (none: the engine decodes them from a unit-scale copy of the plan).
+// The codes that amx::codes_w_direct writes from storage for this plan (none: the engine decodes
+// them from a unit-scale copy of the plan).
 amx::DirectCodes direct_codes(const WeightPlan& w) {
   switch (w.scheme) {
     case Scheme::q4_0:
@@ -599,6 +595,11 @@ void gguf_row_scales(Scheme s, const uint8_t* row, int64_t g0, int64_t count, fl
   }
 }
 
+// The AMX codes path (amx_gemm.hpp kCodeXPlanes) where amx_codes_pays (affine, and the GGUF
+// blocks of 32 with f32 x; x_planes as x's dtype gives them). Per task (kAmxN rows of W) and K
+// block: the codes q written from storage (4/8-bit affine, GGUF) or decoded by the engine from a
+// copy of the plan whose scales are ones and biases zeros, the block's scales and biases as f32
+// for the AVX side (GGUF: gguf_row_scales); then amx::gemm_codes over every row of x.
 void amx_codes_tiled(const IsaKernels& kr, const WeightPlan& w, const float* x, int64_t m, float* y,
                      int threads, int x_planes) {
   const int workers = workers_for(threads, w.n * w.k * m);

@@ -266,11 +266,11 @@ struct V {
                                     _mm_set1_epi16(static_cast<int16_t>(0xbf80)));
     return _mm256_cvtph_ps(h);
   }
-  // Whether any of the 4W codes at p is an E4M3FN NaN (0x7f / 0xff).
   static void e4m3v2(const uint8_t* p, F& a, F& b) {  // e4m3v of the 2W codes at p
     a = e4m3v(p);
     b = e4m3v(p + W);
   }
+  // Whether any of the 4W codes at p is an E4M3FN NaN (0x7f / 0xff).
   static bool e4m3_nan4(const uint8_t* p) {
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(b, _mm256_set1_epi8(0x7f)),
