@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -553,6 +554,7 @@ amx::DirectCodes direct_codes(const WeightPlan& w) {
 // and a K-quant super-block's d and dmin are read once for its sub-blocks.
 void gguf_row_scales(Scheme s, const uint8_t* row, int64_t g0, int64_t count, float* scale,
                      float* bias) {
+  namespace gg = codec::gguf;
   const auto f16 = [](const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -568,24 +570,26 @@ void gguf_row_scales(Scheme s, const uint8_t* row, int64_t g0, int64_t count, fl
   };
   switch (s) {
     case Scheme::q4_0:
-      return blocks(18, -8.0f, false);
+      return blocks(sizeof(gg::block_q4_0), -8.0f, false);
     case Scheme::q5_0:
-      return blocks(22, -16.0f, false);
+      return blocks(sizeof(gg::block_q5_0), -16.0f, false);
     case Scheme::q4_1:
-      return blocks(20, 0.0f, true);
+      return blocks(sizeof(gg::block_q4_1), 0.0f, true);
     case Scheme::q5_1:
-      return blocks(24, 0.0f, true);
+      return blocks(sizeof(gg::block_q5_1), 0.0f, true);
     case Scheme::q8_0:
-      return blocks(34, 0.0f, false);
+      return blocks(sizeof(gg::block_q8_0), 0.0f, false);
     default: {  // q4_K, q5_K: sub-block g % 8 of super-block g / 8
-      const int64_t block = s == Scheme::q4_K ? 144 : 176;
+      const int64_t block = s == Scheme::q4_K ? sizeof(gg::block_q4_K) : sizeof(gg::block_q5_K);
       for (int64_t i = 0; i < count;) {
         const int64_t g = g0 + i;
         const uint8_t* b = row + g / 8 * block;
         const float d = f16(b), dmin = f16(b + 2);
         for (int j = static_cast<int>(g % 8); j < 8 && i < count; ++j, ++i) {
           uint8_t sc, mn;
-          codec::gguf::get_scale_min_k4(j, b + 4, &sc, &mn);
+          // q5_K's scales sit where q4_K's do.
+          static_assert(offsetof(gg::block_q4_K, scales) == offsetof(gg::block_q5_K, scales));
+          gg::get_scale_min_k4(j, b + offsetof(gg::block_q4_K, scales), &sc, &mn);
           scale[i] = d * static_cast<float>(sc);
           bias[i] = -(dmin * static_cast<float>(mn));
         }

@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
+#include "format/gguf.hpp"
 #include "format/minifloat.hpp"
 
 namespace quanta::cpu::amx {
@@ -427,8 +429,11 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
     // Super-blocks of 256: f16 d and dmin, 12 bytes of scales, (q5_K) 32 bytes of fifth bits,
     // then 128 bytes of nibbles: byte 32c + l holds element 64c + l (low) and 64c + 32 + l
     // (high); q5_K's element 64c + l takes bit 2c of qh[l], 64c + 32 + l bit 2c + 1.
+    namespace gg = codec::gguf;
     const bool q5 = kind == DirectCodes::q5_K;
-    const int64_t block = q5 ? 176 : 144, qs_at = q5 ? 48 : 16;
+    const int64_t block = q5 ? sizeof(gg::block_q5_K) : sizeof(gg::block_q4_K);
+    const int64_t qs_at = q5 ? offsetof(gg::block_q5_K, qs) : offsetof(gg::block_q4_K, qs);
+    constexpr int64_t qh_at = offsetof(gg::block_q5_K, qh);
     plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
       for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
         const int64_t g = (k0 + c) / kStep;
@@ -438,8 +443,8 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
         __m128i lo = nibbles(load16(q), j % 2 != 0), hi = nibbles(load16(q + 16), j % 2 != 0);
         if (q5) {
           const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << j));
-          lo = plus16(lo, _mm_test_epi8_mask(load16(b + 16), bit));
-          hi = plus16(hi, _mm_test_epi8_mask(load16(b + 32), bit));
+          lo = plus16(lo, _mm_test_epi8_mask(load16(b + qh_at), bit));
+          hi = plus16(hi, _mm_test_epi8_mask(load16(b + qh_at + 16), bit));
         }
         _mm512_storeu_si512(dst, ints(lo, hi, false));
       }
@@ -449,11 +454,28 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
   if (kind != DirectCodes::u4 && kind != DirectCodes::u8) {  // a block of 32 a tile row
     // Blocks: f16 d, (q4_1 / q5_1) f16 m, (q5_0 / q5_1) the fifth bits as a little-endian u32,
     // then 16 bytes of nibbles (element j low in byte j, j + 16 high) or q8_0's 32 int8.
-    const bool q8 = kind == DirectCodes::q8_0;
-    const bool with_m = kind == DirectCodes::q4_1 || kind == DirectCodes::q5_1;
-    const bool q5 = kind == DirectCodes::q5_0 || kind == DirectCodes::q5_1;
-    const int64_t qh_at = with_m ? 4 : 2, qs_at = qh_at + (q5 ? 4 : 0);
-    const int64_t block = q8 ? 34 : qs_at + 16;
+    namespace gg = codec::gguf;
+    struct Layout {
+      int64_t block, qh_at, qs_at;  // qh_at < 0: no fifth bits
+    };
+    const Layout lay = [&]() -> Layout {
+      switch (kind) {
+        case DirectCodes::q4_0:
+          return {sizeof(gg::block_q4_0), -1, offsetof(gg::block_q4_0, qs)};
+        case DirectCodes::q4_1:
+          return {sizeof(gg::block_q4_1), -1, offsetof(gg::block_q4_1, qs)};
+        case DirectCodes::q5_0:
+          return {sizeof(gg::block_q5_0), offsetof(gg::block_q5_0, qh),
+                  offsetof(gg::block_q5_0, qs)};
+        case DirectCodes::q5_1:
+          return {sizeof(gg::block_q5_1), offsetof(gg::block_q5_1, qh),
+                  offsetof(gg::block_q5_1, qs)};
+        default:
+          return {sizeof(gg::block_q8_0), -1, offsetof(gg::block_q8_0, qs)};
+      }
+    }();
+    const bool q8 = kind == DirectCodes::q8_0, q5 = lay.qh_at >= 0;
+    const int64_t block = lay.block, qh_at = lay.qh_at, qs_at = lay.qs_at;
     plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
       const uint8_t* b = codes + r * row_bytes + k0 / kStep * block;
       for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile, b += block) {

@@ -661,6 +661,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
   constexpr const L& k = kLegacy<L>;
   // <= 96 bytes (two lines; loads reach 32-56 past) or q8_0's 136 (three; loads reach 8 past).
   constexpr int64_t kVecBytes = 4 * L::kBytes;
+  constexpr int kCodeBits = L::kEight ? 8 : 4;  // plane_dot's combine (5-bit codes: the int32 one)
   const int64_t vecs = w.k / kBlock;
   const __m512i mask4 = _mm512_set1_epi8(0x0F);
   const __m512i spread = _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0);
@@ -670,15 +671,18 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     rp[r] = row_at(w, rows[r]);
     for (int m = 0; m < M; ++m) acc[r][m] = bacc[r][m] = _mm512_setzero_ps();
   }
-  // The next pass's blocks, two lines per row and vector (pf_a, pf_b + pf_step · off): in one run
-  // (next_run), lines r and r + R of each vector's kLines (r again past them); with
-  // w.prefetch_rows, the first and last line of the next row's vector.
+  // The next pass's blocks, two lines per row and vector (pf_a, pf_b + pf_step · off), three for
+  // q8_0's 136-byte vectors (pf_c): in one run (next_run), lines r, r + R (and r + 2R) of each
+  // vector's kLines (r again past them); with w.prefetch_rows, the first and last line of the next
+  // row's vector (and the one between).
   constexpr int kLines = (R * kVecBytes + 63) / 64;
+  constexpr bool kThree = kVecBytes > 128;
   const uint8_t* const seq = next_run<R>(w, next, rp[0]);
-  const uint8_t *pf_a[R], *pf_b[R];
+  const uint8_t *pf_a[R], *pf_b[R], *pf_c[R];
   for (int r = 0; r < R; ++r) {
     pf_a[r] = w.prefetch_rows ? row_at(w, next[r]) : seq + 64 * r;
     pf_b[r] = w.prefetch_rows ? pf_a[r] + kVecBytes - 1 : seq + 64 * (r + R < kLines ? r + R : r);
+    pf_c[r] = w.prefetch_rows ? pf_a[r] + 64 : seq + 64 * (r + 2 * R < kLines ? r + 2 * R : r);
   }
   const int64_t pf_step = w.prefetch_rows ? 1 : R;
   for (int64_t c = 0; c < vecs; ++c) {
@@ -689,6 +693,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
     for (int r = 0; r < R; ++r) {
       prefetch<kL2>(pf_a[r] + pf_step * off);
       prefetch<kL2>(pf_b[r] + pf_step * off);
+      if constexpr (kThree) prefetch<kL2>(pf_c[r] + pf_step * off);
       const __m512i a = _mm512_loadu_si512(rp[r] + off), b = _mm512_loadu_si512(rp[r] + off + 64);
       const __m512i q = _mm512_permutex2var_epi8(a, _mm512_load_si512(k.qs), b);
       if constexpr (L::kEight) {
@@ -732,7 +737,7 @@ void legacy_pass(const WeightPlan& w, const int64_t* rows, const int64_t* next,
             _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0x1111, spread, xs), _mm512_set1_ps(L::kOff));
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512 v = plane_dot < L::kEight ? 8 : 4, P > (c0[r], c1[r], xv);
+        const __m512 v = plane_dot<kCodeBits, P>(c0[r], c1[r], xv);
         if constexpr (L::kMin) {
           acc[r][m] = _mm512_fmadd_ps(dv[r], _mm512_mul_ps(v, p2), acc[r][m]);
           bacc[r][m] = _mm512_fmadd_ps(mv[r], xs, bacc[r][m]);
