@@ -30,8 +30,8 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
   alignas(64) float sc[kGroupBlock + 4];
   for (int64_t n = sp.n0; n < sp.n1; ++n) {
     const uint8_t* row = row_ptr(w, n);
-    F acc[M], bacc[M];
-    for (int i = 0; i < M; ++i) acc[i] = bacc[i] = V::zero();
+    F acc[M], acc2[M], bacc[M];  // acc2: mxfp8's second group of a line
+    for (int i = 0; i < M; ++i) acc[i] = acc2[i] = bacc[i] = V::zero();
     uint32_t nan = 0;
     for (int64_t g0 = ga; g0 < gb; g0 += kGroupBlock) {
       const int cnt = static_cast<int>(imin(kGroupBlock, gb - g0));
@@ -57,7 +57,29 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
           }
         }
       } else {
-        for (int g = 0; g < cnt; ++g) {
+        int g = 0;
+        if constexpr (kVal == Val::e4m3 && G == 2 * W) {
+          // mxfp8: two groups are one cache line, so one prefetch and one NaN check a line (as
+          // grouped_rows).
+          for (; g + 2 <= cnt; g += 2) {
+            const uint8_t* gp = p + g * kGroupBytes;
+            const int64_t e0 = (g0 + g) * G;
+            prefetch_stream(gp);
+            if (V::e4m3_nan4(gp)) nan = 1;
+            F q[4];
+            V::e4m3v2(gp, q[0], q[1]);
+            V::e4m3v2(gp + 2 * W, q[2], q[3]);
+            const F s0 = V::set1(sc[g]), s1 = V::set1(sc[g + 1]);
+            for (int i = 0; i < M; ++i) {
+              const float* xe = mx.xp[i] + e0;
+              const F d0 = V::fma(V::load(xe + W), q[1], V::mul(V::load(xe), q[0]));
+              const F d1 = V::fma(V::load(xe + 3 * W), q[3], V::mul(V::load(xe + 2 * W), q[2]));
+              acc[i] = V::fma(s0, d0, acc[i]);
+              acc2[i] = V::fma(s1, d1, acc2[i]);
+            }
+          }
+        }
+        for (; g < cnt; ++g) {
           const uint8_t* gp = p + g * kGroupBytes;
           const int64_t e0 = (g0 + g) * G;
           F d[M];
@@ -88,7 +110,7 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
       }
     }
     for (int i = 0; i < mx.m; ++i) {
-      const float v = V::hsum(acc[i]) * post + V::hsum(bacc[i]);
+      const float v = V::hsum(V::add(acc[i], acc2[i])) * post + V::hsum(bacc[i]);
       y[i * ldy + n] = nan ? __builtin_nanf("") : v;
     }
   }
@@ -118,6 +140,21 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
       }
     };
     int64_t e = sp.k0;
+    F line[M][4];
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < 4; ++j) line[i][j] = V::zero();
+    if constexpr (kVal == Val::e4m3) {  // a line (4W codes) a step: one NaN check and prefetch
+      for (; e + 4 * W <= sp.k1; e += 4 * W) {
+        prefetch_stream(row + e);
+        if (V::e4m3_nan4(row + e)) nan = 1;
+        F q[4];
+        V::e4m3v2(row + e, q[0], q[1]);
+        V::e4m3v2(row + e + 2 * W, q[2], q[3]);
+        for (int i = 0; i < M; ++i)  // four chains a row: one FMA of latency a line
+          for (int j = 0; j < 4; ++j)
+            line[i][j] = V::fma(V::load(mx.xp[i] + e + j * W), q[j], line[i][j]);
+      }
+    }
     for (; e + 2 * W <= sp.k1; e += 2 * W) {
       prefetch_stream(row + e);
       step(row + e, e);
@@ -130,7 +167,8 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
     float s;
     std::memcpy(&s, w.scales + (w.granularity == Granularity::channel ? n * 4 : 0), 4);
     for (int i = 0; i < mx.m; ++i) {
-      const float v = V::hsum(acc[i]) * post * s;
+      const F lines = V::add(V::add(line[i][0], line[i][1]), V::add(line[i][2], line[i][3]));
+      const float v = V::hsum(V::add(acc[i], lines)) * post * s;
       y[i * ldy + n] = nan ? __builtin_nanf("") : v;
     }
   }
