@@ -219,15 +219,15 @@ TEST(CpuAmxEdges, GroupedExperts) {
 }
 
 // f32 x on the codes path: every affine width with groups of 32, 64 and 128 (f32 scales, as x)
-// and the GGUF blocks of 32 and K-quant sub-blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K,
-// q5_K: the scales from the blocks), N past one 128-row task and ragged, K over two
+// and the GGUF blocks of 32 and K-quant sub-blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, q3_K,
+// q4_K, q5_K: the scales from the blocks), N past one 128-row task and ragged, K over two
 // K blocks (M = 32; M = 47 and 97 take smaller ones), M ragged for the 32-row blocks and past 128,
 // against the oracle at f32's bound; one and two threads give the same bits.
 TEST(CpuAmxCodes, MatchesOracle) {
   if (!amx_here()) GTEST_SKIP() << "no AMX-BF16 here: " << cpu::cpu_features().describe();
   std::vector<Format> fs;
   for (Scheme s : {Scheme::q4_0, Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q8_0,
-                   Scheme::q4_K, Scheme::q5_K})
+                   Scheme::q3_K, Scheme::q4_K, Scheme::q5_K})
     fs.push_back(Format::gguf(s));
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int g : {32, 64, 128}) fs.push_back(Format::affine(bits, g));
@@ -235,6 +235,7 @@ TEST(CpuAmxCodes, MatchesOracle) {
   for (const Format& f : fs) {
     const QuantizedMatrix w = weights(f, N, K, DType::f32, 11 + static_cast<uint32_t>(f.bits));
     for (int64_t m : {32, 47, 97}) {
+      if (f.scheme == Scheme::q3_K && m < cpu::kAmxQ3KMinRows) continue;  // the tiled path's
       const test::Dense x = test::random_dense(DType::f32, m, K, 300 + static_cast<uint32_t>(m));
       const ref::Comparison c = run(w, x);
       EXPECT_TRUE(c.pass) << f.name() << " M=" << m << ": rel_l2 " << c.rel_l2 << " (bound "
@@ -246,7 +247,7 @@ TEST(CpuAmxCodes, MatchesOracle) {
   // Past 128 rows of x (the K block shrinks with M: 1024 at M = 32, 512 at 129 and 160, 384 at
   // 300), with codes read from storage (4/8-bit, E2M1) and decoded (3-bit).
   for (const Format& f : {Format::affine(4, 64), Format::affine(3, 128), Format::affine(8, 128),
-                          Format::mxfp4(), Format::gguf(Scheme::q5_K)})
+                          Format::mxfp4(), Format::gguf(Scheme::q5_K), Format::gguf(Scheme::q3_K)})
     for (int64_t m : {129, 300}) {
       const QuantizedMatrix w = weights(f, N, K, DType::f32, 21);
       const test::Dense x = test::random_dense(DType::f32, m, K, 22);
@@ -294,7 +295,9 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
   const test::Dense x4 = test::random_dense(DType::f32, M, K, 7);
   expect_same_classes(amx_y(w4, x4), ref::matmul(x4.view(), w4));
   // GGUF blocks whose f16 d (or K-quant dmin) is NaN or infinite: their task runs the f32 path.
-  for (Scheme s : {Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q4_K, Scheme::q5_K}) {
+  const test::Dense xq3 = test::random_dense(DType::f32, cpu::kAmxQ3KMinRows, K, 9);
+  for (Scheme s :
+       {Scheme::q4_1, Scheme::q5_0, Scheme::q5_1, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K}) {
     QuantizedMatrix wg = weights(Format::gguf(s), N, K, DType::f32, 8);
     auto* codes = reinterpret_cast<uint8_t*>(wg.codes);
     const bool kq = s == Scheme::q4_K || s == Scheme::q5_K;
@@ -302,12 +305,15 @@ TEST(CpuAmxCodes, ExtremeAndNonFiniteValues) {
     const int64_t block = s == Scheme::q4_1   ? 20
                           : s == Scheme::q5_0 ? 22
                           : s == Scheme::q5_1 ? 24
+                          : s == Scheme::q3_K ? 110
                           : s == Scheme::q4_K ? 144
                                               : 176;
+    const int64_t d_at = s == Scheme::q3_K ? 108 : 0;  // q3_K's d ends its block
     const uint16_t inf = 0x7c00, nan = 0x7e00;
-    std::memcpy(codes + 2 * row + block, &nan, 2);           // row 2: the second block's d
-    std::memcpy(codes + 140 * row + (kq ? 2 : 0), &inf, 2);  // row 140: dmin, or d
-    expect_same_classes(amx_y(wg, x4), ref::matmul(x4.view(), wg));
+    std::memcpy(codes + 2 * row + block + d_at, &nan, 2);       // row 2: the second block's d
+    std::memcpy(codes + 140 * row + (kq ? 2 : d_at), &inf, 2);  // row 140: dmin, or d
+    const test::Dense& xg = s == Scheme::q3_K ? xq3 : x4;       // q3_K's codes path starts at 128
+    expect_same_classes(amx_y(wg, xg), ref::matmul(xg.view(), wg));
   }
 }
 
@@ -405,7 +411,10 @@ TEST(CpuAmxEdges, DeclinesWithAReason) {
   expect_declines(weights(f, 64, 256, DType::f32, 4), test::random_dense(DType::f32, 1025, 256, 3),
                   here ? "M <= 1024" : kAmx);
   expect_declines(weights(f, 64, 256, DType::f32, 4, Layout::kn), x32,
-                  here ? "q5_K) in [N, K]" : kAmx);
+                  here ? "q3_K from M = 128) in [N, K]" : kAmx);
+  // q3_K at M = 32 (the tiled path's until kAmxQ3KMinRows).
+  expect_declines(weights(Format::gguf(Scheme::q3_K), 64, 256, DType::f32, 4), x32,
+                  here ? "q3_K from M = 128" : kAmx);
   // Turned off, the kernel declines (and auto takes the tiled path).
   cpu::disable_amx(true);
   expect_declines(weights(f, 64, 256, DType::bf16, 4), xb, here ? "AMX off" : kAmx);

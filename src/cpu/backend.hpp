@@ -32,7 +32,9 @@ inline constexpr int64_t kAmxMinRows = 32;
 // W [N, K] (Emerald Rapids VM, 4096 x 14336; docs/perf-cpu.md):
 //   f32 x, M <= kAmxCodesMaxRowsF32: affine groups of 32, 64 or 128 (and mxfp4 before it took one
 //     plane with its scales, amx_one_plane_w), and the GGUF blocks of 32 (q4_1, q5_0, q5_1, q4_K,
-//     q5_K: 1.05-1.24x at M = 32..512, q4_0 / q8_0 1.02-1.19x), against the AVX-512
+//     q5_K: 1.05-1.24x at M = 32..512, q4_0 / q8_0 1.02-1.19x; q3_K from kAmxQ3KMinRows: its
+//     16-element scales go into the codes, 1.02-1.06x at M = 128, 1.10x at 512..1024, but
+//     0.8-0.95x at M = 33..48 and a tie at 64..96), against the AVX-512
 //     tiled path: M = 32..256 1.0-1.4x, M = 512 1.15-1.45x and M = 1024 1.1-1.3x once 4/8-bit
 //     codes went into the tiles straight from storage (before that M = 512 ran 0.73-1.14x);
 //     groups of 32, a C tile every step, 0.85-0.95x at first, 1.0-1.45x since (every width,
@@ -44,13 +46,16 @@ inline constexpr int64_t kAmxMinRows = 32;
 //     exact.
 inline constexpr int64_t kAmxCodesMaxRowsF32 = 1024;
 inline constexpr int64_t kAmxCodesMaxRowsBf16 = 512;
+inline constexpr int64_t kAmxQ3KMinRows = 128;
 inline bool amx_codes_pays(Scheme s, int group, Layout layout, int64_t m, DType x) {
   if (layout != Layout::nk) return false;
   // The GGUF blocks of 32 (d · q + m, or d · (q - 8|16)) and the K-quants' sub-blocks of 32
-  // (d · sc · q - dmin · m): affine in groups of 32.
+  // (d · sc · q - dmin · m; q3_K d · (sc · q), its 16-element scales in the codes): affine in
+  // groups of 32.
   const bool gguf = s == Scheme::q4_0 || s == Scheme::q4_1 || s == Scheme::q5_0 ||
-                    s == Scheme::q5_1 || s == Scheme::q8_0 || s == Scheme::q4_K ||
-                    s == Scheme::q5_K;
+                    s == Scheme::q5_1 || s == Scheme::q8_0 || s == Scheme::q3_K ||
+                    s == Scheme::q4_K || s == Scheme::q5_K;
+  if (s == Scheme::q3_K && m < kAmxQ3KMinRows) return false;
   if (x == DType::f32) return m <= kAmxCodesMaxRowsF32 && (s == Scheme::affine || gguf);
   if (s != Scheme::affine) return false;
   return x == DType::bf16 && m <= kAmxCodesMaxRowsBf16 && (group == 64 || group == 128);

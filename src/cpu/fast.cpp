@@ -537,6 +537,8 @@ amx::DirectCodes direct_codes(const WeightPlan& w) {
       return amx::DirectCodes::q5_1;
     case Scheme::q8_0:
       return amx::DirectCodes::q8_0;
+    case Scheme::q3_K:
+      return amx::DirectCodes::q3_K;
     case Scheme::q4_K:
       return amx::DirectCodes::q4_K;
     case Scheme::q5_K:
@@ -579,6 +581,12 @@ void gguf_row_scales(Scheme s, const uint8_t* row, int64_t g0, int64_t count, fl
       return blocks(sizeof(gg::block_q5_1), 0.0f, true);
     case Scheme::q8_0:
       return blocks(sizeof(gg::block_q8_0), 0.0f, false);
+    case Scheme::q3_K:  // d for each sub-block (its scales are in the codes), no bias
+      for (int64_t i = 0; i < count; ++i) {
+        scale[i] = f16(row + (g0 + i) / 8 * sizeof(gg::block_q3_K) + offsetof(gg::block_q3_K, d));
+        bias[i] = 0.0f;
+      }
+      return;
     default: {  // q4_K, q5_K: sub-block g % 8 of super-block g / 8
       const int64_t block = s == Scheme::q4_K ? sizeof(gg::block_q4_K) : sizeof(gg::block_q5_K);
       for (int64_t i = 0; i < count;) {

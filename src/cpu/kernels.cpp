@@ -52,10 +52,10 @@ std::string supports_amx(const Problem& p) {
       !amx_one_plane_w(p.format.scheme))
     why = fmt::format(
         "f32 activations: affine and the GGUF blocks of 32 (q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, "
-        "q5_K) in [N, K] (M <= {}), and mxfp4, mxfp8, nvfp4, e4m3 and e5m2, "
+        "q5_K; q3_K from M = {}) in [N, K] (M <= {}), and mxfp4, mxfp8, nvfp4, e4m3 and e5m2, "
         "only (their values are exact in one bf16 plane: three tile products a step; other "
         "weights would need six, which ran 0.9-0.95x the AVX-512 tiled path)",
-        kAmxCodesMaxRowsF32);
+        kAmxQ3KMinRows, kAmxCodesMaxRowsF32);
   return why;
 }
 

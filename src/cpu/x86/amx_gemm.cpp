@@ -425,6 +425,39 @@ void codes_w_direct(DirectCodes kind, const uint8_t* codes, int64_t row_bytes, i
   const auto plus16 = [](__m128i v, __mmask16 k) {  // the fifth bit where k says
     return _mm_mask_add_epi8(v, k, v, _mm_set1_epi8(16));
   };
+  if (kind == DirectCodes::q3_K) {  // a sub-block of 32 a tile row, its scales inside
+    // Super-blocks of 256: hmask[32], qs[64], 12 bytes of 6-bit scales, f16 d. Element 128h +
+    // 32jj + l (sub-block j = 4h + jj) is bits 2jj of qs[32h + l], minus 4 unless bit j of
+    // hmask[l] is set, times scale 8h + 2jj + l / 16 (-32..31): sc·q in [-128, 128].
+    namespace gg = codec::gguf;
+    constexpr int64_t block = sizeof(gg::block_q3_K);
+    plane_rows(wp, kcs, nb, s0, rows, cols_pad, [&](int64_t r, uint16_t* dst) {
+      for (int64_t c = 0; c < cols_pad; c += kStep, dst += kTile) {
+        const int64_t g = (k0 + c) / kStep;
+        const int j = static_cast<int>(g % 8), h = j / 4, jj = j % 4;
+        const uint8_t* b = codes + r * row_bytes + g / 8 * block;
+        const __m256i qs = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(b + offsetof(gg::block_q3_K, qs) + 32 * h));
+        const __m256i hm = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(b + offsetof(gg::block_q3_K, hmask)));
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * jj), _mm256_set1_epi8(3));
+        const __mmask32 high =
+            _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << j)));
+        q = _mm256_mask_sub_epi8(q, static_cast<__mmask32>(~high), q, _mm256_set1_epi8(4));
+        const uint8_t* scales = b + offsetof(gg::block_q3_K, scales);
+        const __m512i sc = _mm512_mask_blend_epi16(
+            0xFFFF0000u,
+            _mm512_set1_epi16(static_cast<int16_t>(gg::q3_K_scale(scales, 8 * h + 2 * jj))),
+            _mm512_set1_epi16(static_cast<int16_t>(gg::q3_K_scale(scales, 8 * h + 2 * jj + 1))));
+        const __m512i p = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), sc);
+        _mm512_storeu_si512(
+            dst,
+            pack_bf16(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(p))),
+                      _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(p, 1)))));
+      }
+    });
+    return;
+  }
   if (kind == DirectCodes::q4_K || kind == DirectCodes::q5_K) {  // a sub-block of 32 a tile row
     // Super-blocks of 256: f16 d and dmin, 12 bytes of scales, (q5_K) 32 bytes of fifth bits,
     // then 128 bytes of nibbles: byte 32c + l holds element 64c + l (low) and 64c + 32 + l

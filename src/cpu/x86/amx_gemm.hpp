@@ -90,8 +90,10 @@ bool codes_w(const float* t, int64_t ld, int64_t rows, int64_t cols_pad, uint16_
 // affine 4-bit and 8-bit codes q, and the GGUF blocks' codes per 32 elements: q4_0 / q4_1
 // nibbles (0..15), q5_0 / q5_1 with their fifth bit (0..31), q8_0's int8, and the q4_K / q5_K
 // sub-blocks of 32 (the caller takes each group's scale and bias from the blocks: q4_0 d and
-// -8d, q5_0 d and -16d, q4_1 / q5_1 d and m, q8_0 d, q4_K / q5_K d·sc and -dmin·m).
-enum class DirectCodes { none, u4, u8, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K };
+// -8d, q5_0 d and -16d, q4_1 / q5_1 d and m, q8_0 d, q4_K / q5_K d·sc and -dmin·m), and q3_K's
+// sub-blocks of 32 as sc·q with their two 16-element scales inside (|sc·q| <= 128: exact in
+// bf16; the group's scale is the super-block's d, its bias zero).
+enum class DirectCodes { none, u4, u8, q4_0, q4_1, q5_0, q5_1, q8_0, q3_K, q4_K, q5_K };
 
 // The codes path's W tile as codes_w, read from the codes themselves: rows rows (<= 16) of
 // row_bytes bytes each from `codes` (element k0 of each row first, k0 a multiple of 32 and of
