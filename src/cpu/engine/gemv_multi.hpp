@@ -122,8 +122,9 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
   const float post = kVal == Val::e4m3 ? 256.0f : 1.0f;
   for (int64_t n = sp.n0; n < sp.n1; ++n) {
     const uint8_t* row = row_ptr(w, n);
-    F acc[M];
-    for (int i = 0; i < M; ++i) acc[i] = V::zero();
+    F acc[M][4];  // four chains a row: one FMA of latency a line
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = V::zero();
     uint32_t nan = 0;
     auto step = [&](const uint8_t* p, int64_t e) {
       F q0, q1;
@@ -135,14 +136,11 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
         q1 = V::e5m2(p + W);
       }
       for (int i = 0; i < M; ++i) {
-        acc[i] = V::fma(V::load(mx.xp[i] + e), q0, acc[i]);
-        acc[i] = V::fma(V::load(mx.xp[i] + e + W), q1, acc[i]);
+        acc[i][0] = V::fma(V::load(mx.xp[i] + e), q0, acc[i][0]);
+        acc[i][1] = V::fma(V::load(mx.xp[i] + e + W), q1, acc[i][1]);
       }
     };
     int64_t e = sp.k0;
-    F line[M][4];
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < 4; ++j) line[i][j] = V::zero();
     if constexpr (kVal == Val::e4m3) {  // a line (4W codes) a step: one NaN check and prefetch
       for (; e + 4 * W <= sp.k1; e += 4 * W) {
         prefetch_stream(row + e);
@@ -150,9 +148,9 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
         F q[4];
         V::e4m3v2(row + e, q[0], q[1]);
         V::e4m3v2(row + e + 2 * W, q[2], q[3]);
-        for (int i = 0; i < M; ++i)  // four chains a row: one FMA of latency a line
+        for (int i = 0; i < M; ++i)
           for (int j = 0; j < 4; ++j)
-            line[i][j] = V::fma(V::load(mx.xp[i] + e + j * W), q[j], line[i][j]);
+            acc[i][j] = V::fma(V::load(mx.xp[i] + e + j * W), q[j], acc[i][j]);
       }
     }
     for (; e + 2 * W <= sp.k1; e += 2 * W) {
@@ -167,8 +165,8 @@ inline void fp8_rows_multi(const WeightPlan& w, const MultiX& mx, const Span& sp
     float s;
     std::memcpy(&s, w.scales + (w.granularity == Granularity::channel ? n * 4 : 0), 4);
     for (int i = 0; i < mx.m; ++i) {
-      const F lines = V::add(V::add(line[i][0], line[i][1]), V::add(line[i][2], line[i][3]));
-      const float v = V::hsum(V::add(acc[i], lines)) * post * s;
+      const F a = V::add(V::add(acc[i][0], acc[i][1]), V::add(acc[i][2], acc[i][3]));
+      const float v = V::hsum(a) * post * s;
       y[i * ldy + n] = nan ? __builtin_nanf("") : v;
     }
   }
