@@ -13,7 +13,7 @@ enum class Scratch : int {
   split_partials = 0,  // f32 partial sums of split-K kernels
   split_counters = 1,  // one u32 per output tile; kernels leave them zero again
   expert_flag = 2,     // one int set by gather kernels on an out-of-range id
-  x_planes = 3,        // qmv_affine_i8: x as int8 planes in mma order, then (d, X) per group
+  x_planes = 3,        // qmv_affine_i8 / qmv_gguf: x as int8 planes and their per-group sums
   dense_slab = 4,      // qmm_affine_dq: a slab of dequantized weight rows
   cublas = 5,          // qmm_affine_dq: cuBLAS's workspace (explicit, so graphs can capture it)
   scales_t = 6,        // qmm_affine_wgmma: scales and biases transposed to [K/G, N]

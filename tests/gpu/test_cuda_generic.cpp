@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <span>
+#include <vector>
 
 #include "gpu/gpu_util.hpp"
 
@@ -123,7 +126,8 @@ TEST_P(CudaGeneric, ScaledGather) {
 // qmv_gguf (GGUF [N, K], CUDA cores): K in segments of 1024 elements, one piece of 32 a lane: a
 // K of 2 segments and a partial third (lanes past its pieces idle), of one partial segment, and
 // of a single block, and 10 segments over 5 warps; N not a multiple of a CTA's 4 rows (and N = 1);
-// M in one pass of up to four rows of x, several, and a partial last one; every dtype. With 18-,
+// M in one pass of up to four rows of x (eight for f16 / bf16 x past M = 4), several, and a partial
+// last one, up to the selector's 32; every dtype. With 18-,
 // 22-, 34-, 110- and 210-byte blocks the ragged K starts every odd row 2 bytes into a word.
 TEST_P(CudaGeneric, GgufGemv) {
   const Format f = GetParam();
@@ -131,11 +135,47 @@ TEST_P(CudaGeneric, GgufGemv) {
   const int64_t be = f.info().block_elems;
   const int64_t ragged = be == 32 ? 2048 + 9 * 32 : 2048 + 3 * 256;
   for (DType t : kAllDTypes) {
-    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) check(f, t, Layout::nk, m, 37, ragged, "qmv_gguf");
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 21, 32})
+      if (t != DType::f32 || m <= 16)  // f32 x: to M = 16 (test_select_cuda.cpp)
+        check(f, t, Layout::nk, m, 37, ragged, "qmv_gguf");
     check(f, t, Layout::nk, 2, 101, 512, "qmv_gguf");
     check(f, t, Layout::nk, 1, 3, be, "qmv_gguf");
     check(f, t, Layout::nk, 4, 1, 1024, "qmv_gguf");
     check(f, t, Layout::nk, 3, 9, 9 * 1024 + 256, "qmv_gguf");  // 5 warps of 2 segments, 2 short
+  }
+}
+
+// qmv_gguf with a NaN in row 0 of x and an infinity in row 1: every output of those rows is
+// non-finite (f16 / bf16 x goes through int8 planes, whose block max would drop a NaN), and row 2
+// matches the oracle.
+TEST_P(CudaGeneric, GgufGemvNonFiniteX) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf) GTEST_SKIP() << "qmv_gguf serves the GGUF formats";
+  const int64_t n = 37, k = 2048;
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix hw = host_weights(f, t, n, k, Layout::nk, 7);
+    const QuantizedMatrix w = to_device(hw);
+    Dense xh = test::random_dense(t, 3, k, 11, 1.0f, false);
+    xh.set(37, std::numeric_limits<float>::quiet_NaN());       // row 0
+    xh.set(k + 1000, std::numeric_limits<float>::infinity());  // row 1
+    DeviceDense x(std::move(xh));
+    DeviceDense y(t, 3, n);
+    y.poison();
+    Context ctx;
+    ctx.kernel = "qmv_gguf";
+    matmul(x.view(), w, y.mut(), ctx);
+    y.download();
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_FALSE(std::isfinite(y.host.at(r * n + j)))
+            << f.name() << " " << dtype_name(t) << " row " << r << " col " << j;
+    const std::vector<double> want = ref::matmul(x.host.view(), hw);
+    Dense row2(t, 1, n);
+    const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
+    std::memcpy(row2.bytes.data(), y.host.bytes.data() + 2 * row, row);
+    const auto c = ref::compare(
+        row2.view(), std::span<const double>(want.data() + 2 * n, static_cast<std::size_t>(n)), t);
+    EXPECT_TRUE(c.pass) << f.name() << " " << dtype_name(t) << " rel_l2 " << c.rel_l2;
   }
 }
 
