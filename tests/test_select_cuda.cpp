@@ -315,8 +315,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           const bool rf_ahead = rf && (m >= 3 || (m == 2 && f.scheme == Scheme::nvfp4));
           const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
           const bool scaled = micro_or_fp8 && (mma || m <= (t == DType::f32 ? 16 : 8));
-          // qmv_gguf to M = 32 (f32 x: 16), then dequantize + cuBLAS.
-          const bool gguf = fam == Family::gguf && m <= (t == DType::f32 ? 16 : 32);
+          const bool gguf = fam == Family::gguf && m <= 16;  // qmv_gguf, then dequantize + cuBLAS
           EXPECT_EQ(pick(p), rf_ahead ? "qmm_scaled_rf"
                              : mma    ? "qmv_scaled_mma"
                              : scaled ? "qmv_scaled"
@@ -341,6 +340,7 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         p.m = 0;
         EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine"
                            : scaled                   ? "dequantize_scaled"
+                           : fam == Family::gguf      ? "dequantize_gguf"
                                                       : "dequantize_generic")
             << f.name();
         p.layout = Layout::kn;  // dequantize_scaled reads [N, K] rows only
@@ -430,21 +430,6 @@ TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {
   const std::string why = explain(affine_problem(1, DType::f32));
   EXPECT_NE(why.find("qmm_affine_tc"), std::string::npos);
   EXPECT_NE(why.find("needs f16 or bf16 activations"), std::string::npos) << why;
-  // qmv_gguf: M <= 32 from the table, and 16 for f32 x from its own rule.
-  Problem g = affine_problem(17, DType::f32);
-  g.format = Format::gguf(Scheme::q4_K);
-  try {
-    select_kernel(g, "qmv_gguf");
-    ADD_FAILURE() << "f32 x at M = 17 must be refused";
-  } catch (const NotSupported& e) {
-    EXPECT_NE(std::string(e.what()).find("qmv_gguf: M <= 16 for f32 x"), std::string::npos)
-        << e.what();
-  }
-  g.m = 16;
-  EXPECT_EQ(std::string(select_kernel(g, "qmv_gguf").name), "qmv_gguf");
-  g.dtype = DType::bf16;
-  g.m = 32;
-  EXPECT_EQ(std::string(select_kernel(g, "qmv_gguf").name), "qmv_gguf");
 }
 
 // The integer-mma kernels' warp count on occupancies the H200 reported (132 SMs; blocks of 1..8

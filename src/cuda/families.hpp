@@ -146,5 +146,9 @@ void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& 
 // its alignment rules fail).
 std::string dequantize_scaled_supports(const Problem& p);
 void dequantize_scaled(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
+// dequantize_gguf.cu: the GGUF block formats [N, K], a warp per 1024-element row segment
+// (dequantize_generic where its alignment rules fail).
+std::string dequantize_gguf_supports(const Problem& p);
+void dequantize_gguf(const QuantizedMatrix& w, MatrixView out, const Context& ctx);
 
 }  // namespace quanta::cuda

@@ -11,7 +11,7 @@
 //   It also takes the [K, N] layout, every dtype, from M = 9 (qvm_affine takes M <= 8), where
 //   the selection prefers qmm_affine_repack (1.02-1.46x faster on the H200).
 // - qmm_generic_dq: every other format at any M, with dequantize_scaled (microscaled and fp8
-//   [N, K]) or dequantize_generic.
+//   [N, K]), dequantize_gguf (GGUF [N, K]) or dequantize_generic.
 // The weights are rounded to x's dtype once, as MLX's dequantize does.
 #include <cublas_v2.h>
 #include <fmt/format.h>
@@ -195,6 +195,8 @@ void qmm_generic_dq(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
   if (family == Family::microscaled ||
       family == Family::fp8)  // dequantize_generic where it declines
     return dequantize_and_multiply(x, w, y, ctx, dequantize_scaled, "dequantize_scaled");
+  if (family == Family::gguf && w.layout == Layout::nk && is_aligned(w.codes, 4))
+    return dequantize_and_multiply(x, w, y, ctx, dequantize_gguf, "dequantize_gguf");
   dequantize_and_multiply(x, w, y, ctx, dequantize_generic, "dequantize_generic");
 }
 

@@ -127,7 +127,7 @@ TEST_P(CudaGeneric, ScaledGather) {
 // K of 2 segments and a partial third (lanes past its pieces idle), of one partial segment, and
 // of a single block, and 10 segments over 5 warps; N not a multiple of a CTA's 4 rows (and N = 1);
 // M in one pass of up to four rows of x (eight for f16 / bf16 x past M = 4), several, and a partial
-// last one, up to the selector's 32; every dtype. With 18-,
+// last one; every dtype. With 18-,
 // 22-, 34-, 110- and 210-byte blocks the ragged K starts every odd row 2 bytes into a word.
 TEST_P(CudaGeneric, GgufGemv) {
   const Format f = GetParam();
@@ -135,9 +135,7 @@ TEST_P(CudaGeneric, GgufGemv) {
   const int64_t be = f.info().block_elems;
   const int64_t ragged = be == 32 ? 2048 + 9 * 32 : 2048 + 3 * 256;
   for (DType t : kAllDTypes) {
-    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 21, 32})
-      if (t != DType::f32 || m <= 16)  // f32 x: to M = 16 (test_select_cuda.cpp)
-        check(f, t, Layout::nk, m, 37, ragged, "qmv_gguf");
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16}) check(f, t, Layout::nk, m, 37, ragged, "qmv_gguf");
     check(f, t, Layout::nk, 2, 101, 512, "qmv_gguf");
     check(f, t, Layout::nk, 1, 3, be, "qmv_gguf");
     check(f, t, Layout::nk, 4, 1, 1024, "qmv_gguf");
@@ -265,6 +263,29 @@ TEST_P(CudaGeneric, DequantizeIsByteEqualToHost) {
             << e->name << " " << hw.describe() << " -> " << dtype_name(t);
       }
     }
+  }
+}
+
+// dequantize_gguf on rows of several 1024-element segments and a partial last one, with 18-, 22-,
+// 34-, 110- and 210-byte blocks starting every odd row 2 bytes into a word, N = 37 rows over a
+// stack of 3, every dtype: the host's bytes.
+TEST_P(CudaGeneric, GgufDequantizeIsByteEqualToHost) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf) GTEST_SKIP() << "dequantize_gguf serves the GGUF formats";
+  const int64_t n = 37, k = f.info().block_elems == 32 ? 2048 + 9 * 32 : 2048 + 3 * 256;
+  for (DType t : kAllDTypes) {
+    const QuantizedMatrix hw = host_weights(f, t, n, k, Layout::nk, 17, /*batch=*/3);
+    const QuantizedMatrix w = to_device(hw);
+    Dense want(t, 3 * n, k);
+    dequantize(hw, want.mut());
+    DeviceDense out(t, 3 * n, k);
+    out.poison();
+    Context ctx;
+    ctx.kernel = "dequantize_gguf";
+    dequantize(w, out.mut(), ctx);
+    out.download();
+    EXPECT_EQ(std::memcmp(out.host.bytes.data(), want.bytes.data(), want.bytes.size()), 0)
+        << hw.describe() << " -> " << dtype_name(t);
   }
 }
 
