@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/isa.hpp"
+#include "cpu/pack.hpp"
 #include "quanta/error.hpp"
 #include "quanta/ops.hpp"
 #include "quanta/reference.hpp"
@@ -26,6 +27,14 @@ using cpu::Isa;
 bool vnni_here() {
   return cpu::vnni_active();
 }
+
+// Every case here reads the pack where the CPU has it, also at M <= 2 on CPUs whose GEMV would
+// read the plain rows there (cpu::pack_for_rows; CpuPrepackRows below checks that choice).
+class CpuPrepack : public ::testing::Test {
+ protected:
+  void SetUp() override { cpu::prefer_pack(true); }
+  void TearDown() override { cpu::prefer_pack(false); }
+};
 
 std::string kernel_for(int64_t m) {
   return m <= 4 ? "qmv_fused_" + std::string(cpu::isa_name(cpu::active_isa())) : "auto";
@@ -69,7 +78,7 @@ void expect_scale_extremes(const test::Dense& x, const QuantizedMatrix& p, const
   EXPECT_NEAR(y.at(0), want[0], 1e-5 * std::fabs(want[0]));
 }
 
-TEST(CpuPrepack, MatchesOracle) {
+TEST_F(CpuPrepack, MatchesOracle) {
   // K = 1280: 10 steps of 128, so chunks of 2 and 4 steps end in a partial one; K = 384: 3.
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
@@ -93,7 +102,7 @@ TEST(CpuPrepack, MatchesOracle) {
 // GGUF q4_1 packs as affine 4-bit g32 with f16 scales d and biases m, mxfp4 as affine with codes
 // 2v + 12, bf16 scales 2^(E - 128) and biases -12 times them, nvfp4 the same with its E4M3 scale
 // bytes (half their value) in groups of 16 and its tensor scale at the end.
-TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
+TEST_F(CpuPrepack, TranscodedFormatsMatchOracle) {
   struct Case {
     Format f;
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
@@ -137,7 +146,7 @@ TEST(CpuPrepack, TranscodedFormatsMatchOracle) {
 // mxfp4 scales at the ends of E8M0: 2^-127 and 2^-126 (subnormal in the pack's bf16 and in f32
 // after the factor 1/2) are exact; a NaN scale (255) makes its rows NaN as the float kernel does;
 // 2^126 and 2^127 (253, 254) would overflow the packed bias, so such a matrix is not packed.
-TEST(CpuPrepack, MxFp4ScaleExtremes) {
+TEST_F(CpuPrepack, MxFp4ScaleExtremes) {
   const int64_t n = 12, k = 256;
   QuantizedMatrix w = test::host_weights(Format::mxfp4(), DType::f32, n, k, Layout::nk, 9);
   auto* sc = reinterpret_cast<uint8_t*>(w.scales);
@@ -157,7 +166,7 @@ TEST(CpuPrepack, MxFp4ScaleExtremes) {
 
 // nvfp4 scale bytes the kernel converts arithmetically: E4M3 subnormals (1..7), a negative scale,
 // the largest (448) and NaN (0x7F, whose row must be NaN).
-TEST(CpuPrepack, NvFp4ScaleExtremes) {
+TEST_F(CpuPrepack, NvFp4ScaleExtremes) {
   const int64_t n = 12, k = 256;
   QuantizedMatrix w = test::host_weights(Format::nvfp4(), DType::f32, n, k, Layout::nk, 8);
   auto* sc = reinterpret_cast<uint8_t*>(w.scales);
@@ -175,7 +184,7 @@ TEST(CpuPrepack, NvFp4ScaleExtremes) {
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack
 // still gives the old product, one that read the originals would not.
-TEST(CpuPrepack, KernelReadsThePack) {
+TEST_F(CpuPrepack, KernelReadsThePack) {
   if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
   const int64_t n = 70, k = 2048;
   for (int bits : {2, 3, 4, 5, 6, 8}) {
@@ -203,7 +212,7 @@ TEST(CpuPrepack, KernelReadsThePack) {
 
 // A pack describes the buffers it was made from: on a copy of the matrix pointing at other
 // codes, or on one expert's view of a packed stack, the kernels read the matrix itself.
-TEST(CpuPrepack, PackOfOtherBuffersIsIgnored) {
+TEST_F(CpuPrepack, PackOfOtherBuffersIsIgnored) {
   const Format f = Format::affine(4, 64);
   const int64_t n = 33, k = 1024;
   const QuantizedMatrix a = test::host_weights(f, DType::f32, n, k, Layout::nk, 1);
@@ -222,7 +231,7 @@ TEST(CpuPrepack, PackOfOtherBuffersIsIgnored) {
 }
 
 // A packed stack of experts serves gather_matmul (each expert's rows: 1..4, the packed kernel).
-TEST(CpuPrepack, GatherMatmulOnPackedStack) {
+TEST_F(CpuPrepack, GatherMatmulOnPackedStack) {
   const int64_t e = 3, n = 41, k = 768;
   for (int bits : {3, 4}) {
     const QuantizedMatrix stack =
@@ -245,7 +254,7 @@ TEST(CpuPrepack, GatherMatmulOnPackedStack) {
 // Activations the planes cannot hold (a NaN, a block below 2^-96) send the call to the float
 // kernels on the original buffers ([N, K]: the float GEMV; [K, N]: the [K, N] kernels, at M = 2
 // where one row splits and the other does not); outliers stay on the pack and within the bound.
-TEST(CpuPrepack, ActivationExtremes) {
+TEST_F(CpuPrepack, ActivationExtremes) {
   struct Case {
     Format f;
     Layout layout;
@@ -273,7 +282,7 @@ TEST(CpuPrepack, ActivationExtremes) {
 // W [K, N] (affine, mxfp4, nvfp4) packs as its [N, K] transpose: M = 1..8 read the pack (checked
 // again after the original buffers are overwritten), M = 9 the [K, N] tiles on the originals
 // (checked before). N = 96 ends halfway through the pack's blocks of 64 transposed rows.
-TEST(CpuPrepack, KnLayoutPacksAsTranspose) {
+TEST_F(CpuPrepack, KnLayoutPacksAsTranspose) {
   struct Case {
     Format f;
     DType t;
@@ -318,7 +327,7 @@ TEST(CpuPrepack, KnLayoutPacksAsTranspose) {
 
 // Formats, layouts and shapes without a packed kernel come back without a pack (and still
 // multiply correctly); below the avx512 level no pack is made.
-TEST(CpuPrepack, WithoutPackedKernel) {
+TEST_F(CpuPrepack, WithoutPackedKernel) {
   struct Shape {
     Format f;
     Layout layout;
@@ -357,7 +366,7 @@ TEST(CpuPrepack, WithoutPackedKernel) {
 
 // A matrix marked Location::device whose buffers are host memory: the device pack refuses it
 // (with CUDA: the pointer named; without: the missing backend named).
-TEST(CpuPrepack, DeviceMarkedHostMemoryIsRefused) {
+TEST_F(CpuPrepack, DeviceMarkedHostMemoryIsRefused) {
   QuantizedMatrix w = test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 35);
   w.location = Location::device;
   test::expect_error([&] { (void)prepack(w); }, "[quanta::prepack] ");
@@ -371,10 +380,31 @@ TEST(CpuPrepack, DeviceMarkedHostMemoryIsRefused) {
   }
 }
 
-TEST(CpuPrepack, DescribeSaysPacked) {
+TEST_F(CpuPrepack, DescribeSaysPacked) {
   const QuantizedMatrix p =
       prepack(test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 36));
   EXPECT_EQ(p.describe().ends_with(" packed"), p.host_pack != nullptr) << p.describe();
+}
+
+// Without prefer_pack: on CPUs whose GEMV prefetches the next rows one by one (Intel), M <= 2 reads
+// the plain rows of a packed [N, K] matrix and M = 4 the pack, elsewhere every M the pack. The
+// pack scribbled over shows which one each M read.
+TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
+  if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
+  const int64_t n = 70, k = 2048;
+  for (const Format& f : {Format::affine(4, 64), Format::gguf(Scheme::q4_0)}) {
+    const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 9);
+    const QuantizedMatrix p = prepack(w);
+    ASSERT_TRUE(p.host_pack);
+    std::memset(p.host_pack->data.get(), 0x5A, static_cast<std::size_t>(p.host_pack->expert_bytes));
+    const bool per_row = cpu::gemv_prefetch().rows;
+    for (int64_t m : {1, 2, 4}) {
+      const test::Dense x = test::random_dense(DType::f32, m, k, 90 + static_cast<uint32_t>(m));
+      const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(m));
+      EXPECT_EQ(cmp.pass, per_row && m <= cpu::kPlainRowsMaxM)
+          << f.name() << " M=" << m << ": rel_l2 " << cmp.rel_l2;
+    }
+  }
 }
 
 }  // namespace

@@ -877,14 +877,13 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
     ybuf = std::make_unique<Buffer>(M * N);
     Y = ybuf->get();
   }
-  const HostPack* pack = pack_of(w);
 #if defined(QUANTA_CPU_X86)
   const int x_planes = amx::x_planes_for(x.dtype);
 #else
   const int x_planes = 0;
 #endif
   if (ids == nullptr) {
-    PlannedMatrix pm = make_plan(w.expert(0), pack, 0);
+    PlannedMatrix pm = make_plan(w.expert(0), pack_for_rows(w, M), 0);
     pm.plan.x_bf16 = x.dtype == DType::bf16;
     run(kr, path, pm.plan, X, M, Y, threads, x_planes);
   } else {
@@ -899,7 +898,7 @@ void matmul_simd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ids
       for (int64_t i = 0; i < me; ++i)
         std::memcpy(xe.get() + i * K, X + r[static_cast<std::size_t>(i)] * K,
                     static_cast<std::size_t>(K) * sizeof(float));
-      PlannedMatrix pm = make_plan(w.expert(e), pack, e);
+      PlannedMatrix pm = make_plan(w.expert(e), pack_for_rows(w, me), e);
       pm.plan.x_bf16 = x.dtype == DType::bf16;
       run(kr, path, pm.plan, xe.get(), me, ye.get(), threads, x_planes);
       for (int64_t i = 0; i < me; ++i)

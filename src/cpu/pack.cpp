@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -265,6 +266,22 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
                           p->stores_biases ? rb.data() + i * groups * wsz : nullptr};
       });
   });
+  return p;
+}
+
+namespace {
+std::atomic<bool> g_prefer_pack{false};
+}  // namespace
+
+void prefer_pack(bool on) {
+  g_prefer_pack.store(on, std::memory_order_relaxed);
+}
+
+const HostPack* pack_for_rows(const QuantizedMatrix& w, int64_t m) {
+  const HostPack* p = pack_of(w);
+  if (p != nullptr && m <= kPlainRowsMaxM && w.layout == Layout::nk && gemv_prefetch().rows &&
+      !g_prefer_pack.load(std::memory_order_relaxed))
+    return nullptr;
   return p;
 }
 

@@ -80,4 +80,14 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
 // w's pack, or null when w carries none or one made from other buffers, shape or format.
 const HostPack* pack_of(const QuantizedMatrix& w);
 
+// The pack a GEMV of m rows of x reads: pack_of(w), except an [N, K] one at M <= 2 on CPUs whose
+// GEMV prefetches the next rows one by one (gemv_prefetch().rows: Intel), where the plain rows
+// (four code streams and their scale runs a thread, against the pack's one stream) read
+// 1.04-1.24x faster at M = 1 and 1.0-1.13x at M = 2; from M = 4 the pack is 1.04-1.11x ahead
+// (Emerald Rapids VM, docs/perf-cpu.md). prefer_pack(true) always takes the pack (tests that
+// prove the pack is read).
+const HostPack* pack_for_rows(const QuantizedMatrix& w, int64_t m);
+void prefer_pack(bool on);
+inline constexpr int64_t kPlainRowsMaxM = 2;
+
 }  // namespace quanta::cpu
