@@ -72,33 +72,16 @@ __global__ void __launch_bounds__(32 * kWarps) dequantize_gguf_kernel(const Gguf
     const int g = static_cast<int>(t - er * segs);
     const uint8_t* p = a.codes + e * a.code_stride + r * a.row_bytes + int64_t{g} * kSegBytes;
     const int bytes = min(kSegBytes, static_cast<int>(a.row_bytes - int64_t{g} * kSegBytes));
-    // Aligned words from the one holding the segment's first byte (rows are 2-byte aligned);
-    // the stack's last word may lie partly past its end.
-    const int phase = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 3);
-    const uint32_t* w0 = reinterpret_cast<const uint32_t*>(p - phase);
-    const int words = (phase + bytes + 3) / 4;
-    const bool inside = reinterpret_cast<const uint8_t*>(w0 + words) <= a.codes_end;
+    uint32_t words[kLaneWords];
+    load_segment(p, bytes, a.codes_end, lane, words);
 #pragma unroll
-    for (int i = 0; i < kLaneWords; ++i) {
-      const int wi = lane + 32 * i;
-      uint32_t v = 0;
-      if (wi < words) {
-        const uint32_t* src = w0 + wi;
-        if (inside || reinterpret_cast<const uint8_t*>(src + 1) <= a.codes_end) {
-          v = __ldcs(src);  // streamed: read once
-        } else {
-          const uint8_t* b = reinterpret_cast<const uint8_t*>(src);
-          for (int c = 0; b + c < a.codes_end; ++c) v |= static_cast<uint32_t>(b[c]) << (8 * c);
-        }
-      }
-      park[wi] = v;
-    }
+    for (int i = 0; i < kLaneWords; ++i) park[lane + 32 * i] = words[i];
     __syncwarp();
     const int pieces = min(kPieces, (a.k - g * kSegElems) / 32);
     if (lane < pieces) {
       uint32_t qb[8];
       float sc[2], mn[2];
-      decode_piece<S>(park, phase, lane, qb, sc, mn);
+      decode_piece<S>(park, static_cast<int>(reinterpret_cast<uintptr_t>(p) & 3), lane, qb, sc, mn);
       float v[32];
 #pragma unroll
       for (int i = 0; i < 32; ++i) {

@@ -1,9 +1,12 @@
-// GGUF blocks as 32-element pieces (qmv_gguf.cu, dequantize_gguf.cu): a warp takes a row's
-// segment of 1024 elements (32 legacy blocks or 4 super-blocks), parks its bytes in shared memory
-// as aligned words, and lane l decodes piece l: the segment's elements [32l, 32l + 32) (a legacy
-// block, or sub-block l % 8 of a super-block) as bytes q + offset and a scale and min per
-// 16-element half, so that element i is scale·(byte_i − offset) − min, the codec's value
-// (format/gguf.hpp: each product is exact, the one rounding is the min's subtraction).
+// GGUF blocks as 32-element pieces (qmv_gguf.cu, dequantize_gguf.cu, qmm_gguf_mma.cu): a row's
+// bytes parked in shared memory as aligned words are read back as pieces, the elements
+// [32p, 32p + 32) of a segment (a legacy block, or sub-block p % 8 of a super-block): their values
+// as bytes q + offset and a scale and min per 16-element half, so that element i is
+// scale·(byte_i − offset) − min, the codec's value (format/gguf.hpp: each product is exact, the
+// one rounding is the min's subtraction). qmv_gguf and dequantize_gguf park a warp's segment of
+// 1024 elements (32 legacy blocks or 4 super-blocks) and lane l decodes piece l whole
+// (decode_piece); qmm_gguf_mma parks 256 elements of 128 rows and a lane decodes two words of a
+// piece of each of its rows (piece_word).
 #pragma once
 
 #include <cstddef>
@@ -127,6 +130,12 @@ __device__ __forceinline__ void words_at(const uint32_t* s, int at, uint32_t (&w
     lo = hi;
   }
 }
+// Word i of the words from byte offset `at` (even) as words_at reads them: word i's aligned load
+// is word i - 1's upper one, so consecutive words share their loads.
+__device__ __forceinline__ uint32_t word_at(const uint32_t* s, int at, int i) {
+  const int i0 = (at >> 2) + i;
+  return __funnelshift_r(s[i0], s[i0 + 1], (at & 3) * 8);
+}
 __device__ __forceinline__ uint32_t u16_at(const uint32_t* s, int at) {
   return reinterpret_cast<const uint16_t*>(s)[at >> 1];
 }
@@ -141,33 +150,151 @@ __device__ __forceinline__ uint32_t spread4(uint32_t n) {
   return ((n & 0xFu) * 0x00204081u) & 0x01010101u;
 }
 
-// Piece p of the segment parked at byte `base` of s: its 32 stored values as bytes q + offset
-// (element i in byte i % 4 of word i / 4), and the scale and min of each 16-element half.
+// A lane's share of a segment of `bytes` bytes at p (2-byte aligned): words lane + 32i counted
+// from the aligned word holding p's first byte, zero past the segment, and the stack's last word
+// (partly past `end`) assembled from its bytes. Parked, the segment starts at byte p % 4.
+template <int W>
+__device__ __forceinline__ void load_segment(const uint8_t* p, int bytes, const uint8_t* end,
+                                             int lane, uint32_t (&out)[W]) {
+  const int phase = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 3);
+  const uint32_t* w0 = reinterpret_cast<const uint32_t*>(p - phase);
+  const int words = (phase + bytes + 3) / 4;
+  // Whether the segment's last word lies within the stack (every row but the stack's last one):
+  // then each word needs only its index check.
+  const bool inside = reinterpret_cast<const uint8_t*>(w0 + words) <= end;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const int wi = lane + 32 * i;
+    out[i] = 0;
+    if (wi >= words) continue;
+    const uint32_t* src = w0 + wi;
+    if (inside || reinterpret_cast<const uint8_t*>(src + 1) <= end) {
+      out[i] = __ldcs(src);  // streamed: read once
+    } else {
+      const uint8_t* b = reinterpret_cast<const uint8_t*>(src);
+      uint32_t v = 0;
+      for (int c = 0; b + c < end; ++c) v |= static_cast<uint32_t>(b[c]) << (8 * c);
+      out[i] = v;
+    }
+  }
+}
+
+// The scale and min of each 16-element half of piece p of the segment parked at byte `base` of s
+// (element i of the piece is sc[i / 16]·(byte_i − offset) − mn[i / 16]).
+template <Scheme S>
+__device__ __forceinline__ void piece_scales(const uint32_t* s, int base, int p, float (&sc)[2],
+                                             float (&mn)[2]) {
+  using G = Gguf<S>;
+  if constexpr (G::kElems == 32) {
+    const int o = base + p * G::kBytes;
+    sc[0] = sc[1] = f16_at(s, o);
+    mn[0] = mn[1] = G::kMin ? -f16_at(s, o + 2) : 0.0f;  // q4_1, q5_1: w = d·q + m
+  } else {
+    const int o = base + (p >> 3) * G::kBytes, j = p & 7;
+    const int h = j >> 2, jj = j & 3;  // q2_K, q3_K, q6_K: scales per 16, index 8h + 2jj + half
+    if constexpr (S == Scheme::q4_K || S == Scheme::q5_K) {
+      const float d = f16_at(s, o), dmin = f16_at(s, o + 2);
+      uint8_t sc6, m6;
+      gg::get_scale_min_k4(j, reinterpret_cast<const uint8_t*>(s) + o + 4, &sc6, &m6);
+      sc[0] = sc[1] = d * static_cast<float>(sc6);
+      mn[0] = mn[1] = dmin * static_cast<float>(m6);
+    } else if constexpr (S == Scheme::q2_K) {  // scales[16] | qs[64] | d | dmin
+      const float d = f16_at(s, o + 80), dmin = f16_at(s, o + 82);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const uint32_t b = u8_at(s, o + 8 * h + 2 * jj + hf);
+        sc[hf] = d * static_cast<float>(b & 0xF);
+        mn[hf] = dmin * static_cast<float>(b >> 4);
+      }
+    } else if constexpr (S == Scheme::q3_K) {  // hmask[32] | qs[64] | scales[12] | d
+      const float d = f16_at(s, o + 108);
+      const uint8_t* scales = reinterpret_cast<const uint8_t*>(s) + o + 96;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        sc[hf] = d * static_cast<float>(gg::q3_K_scale(scales, 8 * h + 2 * jj + hf));
+        mn[hf] = 0.0f;
+      }
+    } else {  // q6_K: ql[128] | qh[64] | scales[16] (int8) | d
+      const float d = f16_at(s, o + 208);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int8_t b = static_cast<int8_t>(u8_at(s, o + 192 + 8 * h + 2 * jj + hf));
+        sc[hf] = d * static_cast<float>(b);
+        mn[hf] = 0.0f;
+      }
+    }
+  }
+}
+
+// Word i (0..7) of piece p: its elements 4i..4i+3 as bytes q + offset (element 4i + c in byte c).
+template <Scheme S>
+__device__ __forceinline__ uint32_t piece_word(const uint32_t* s, int base, int p, int i) {
+  using G = Gguf<S>;
+  if constexpr (G::kElems == 32) {
+    const int o = base + p * G::kBytes;
+    if constexpr (S == Scheme::q8_0) {
+      return word_at(s, o + 2, i) ^ 0x80808080u;  // int8 + 128
+    } else {
+      constexpr bool kHigh = S == Scheme::q5_0 || S == Scheme::q5_1;
+      constexpr int kQs = 2 + (G::kMin ? 2 : 0) + (kHigh ? 4 : 0);
+      // Elements j and j + 16 share byte j.
+      uint32_t q = (word_at(s, o + kQs, i % 4) >> (4 * (i / 4))) & 0x0F0F0F0Fu;
+      if constexpr (kHigh) {  // bit e of qh is element e's bit 4
+        q |= spread4(word_at(s, o + kQs - 4, 0) >> (4 * i)) << 4;
+      }
+      return q;
+    }
+  } else {
+    const int o = base + (p >> 3) * G::kBytes, j = p & 7;
+    const int h = j >> 2, jj = j & 3;  // q2_K, q3_K, q6_K: elements 128h + 32jj + l
+    uint32_t q;
+    if constexpr (S == Scheme::q4_K || S == Scheme::q5_K) {
+      // Sub-block j: nibble j % 2 of qs[32(j / 2) + l]; q5_K's bit 4 is bit j of qh[l].
+      constexpr int kQs = S == Scheme::q4_K ? 16 : 48;
+      q = (word_at(s, o + kQs + 32 * (j >> 1), i) >> (4 * (j & 1))) & 0x0F0F0F0Fu;
+      if constexpr (S == Scheme::q5_K) {
+        q |= ((word_at(s, o + 16, i) >> j) & 0x01010101u) << 4;
+      }
+    } else if constexpr (S == Scheme::q2_K) {  // bits 2jj of qs[32h + l]
+      q = (word_at(s, o + 16 + 32 * h, i) >> (2 * jj)) & 0x03030303u;
+    } else if constexpr (S == Scheme::q3_K) {
+      // q = bits 2jj of qs[32h + l] - 4 unless bit 4h + jj of hmask[l] is set: stored as
+      // (2 bits | hmask bit << 2) with offset 4.
+      q = (word_at(s, o + 32 + 32 * h, i) >> (2 * jj)) & 0x03030303u;
+      q |= ((word_at(s, o, i) >> (4 * h + jj)) & 0x01010101u) << 2;
+    } else {  // q6_K: low nibble jj / 2 of ql[64h + 32(jj % 2) + l], bits 2jj of qh[32h + l] above
+      q = (word_at(s, o + 64 * h + 32 * (jj & 1), i) >> (4 * (jj >> 1))) & 0x0F0F0F0Fu;
+      q |= ((word_at(s, o + 128 + 32 * h, i) >> (2 * jj)) & 0x03030303u) << 4;
+    }
+    return q;
+  }
+}
+
+// Piece p whole: its 32 stored values as bytes q + offset (element i in byte i % 4 of word i / 4),
+// and the scale and min of each half. The same words as piece_word, read as runs of consecutive
+// words (words_at): piece_word's loads, one funnel pair a word, did not merge between neighbours
+// (twice the shared-memory loads in qmv_gguf's PTX).
 template <Scheme S>
 __device__ __forceinline__ void decode_piece(const uint32_t* s, int base, int p, uint32_t (&qb)[8],
                                              float (&sc)[2], float (&mn)[2]) {
   using G = Gguf<S>;
+  piece_scales<S>(s, base, p, sc, mn);
+  uint32_t w[8];
   if constexpr (G::kElems == 32) {
     const int o = base + p * G::kBytes;
-    const float d = f16_at(s, o);
-    sc[0] = sc[1] = d;
-    mn[0] = mn[1] = 0.0f;
     if constexpr (S == Scheme::q8_0) {
-      uint32_t w[8];
       words_at(s, o + 2, w);
 #pragma unroll
       for (int i = 0; i < 8; ++i) qb[i] = w[i] ^ 0x80808080u;  // int8 + 128
     } else {
-      constexpr bool kMin = G::kMin;
       constexpr bool kHigh = S == Scheme::q5_0 || S == Scheme::q5_1;
-      constexpr int kQs = 2 + (kMin ? 2 : 0) + (kHigh ? 4 : 0);
-      if constexpr (kMin) mn[0] = mn[1] = -f16_at(s, o + 2);  // w = d·q + m
-      uint32_t w[4];
-      words_at(s, o + kQs, w);
+      constexpr int kQs = 2 + (G::kMin ? 2 : 0) + (kHigh ? 4 : 0);
+      uint32_t w4[4];
+      words_at(s, o + kQs, w4);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // elements j and j + 16 share byte j
-        qb[i] = w[i] & 0x0F0F0F0Fu;
-        qb[i + 4] = (w[i] >> 4) & 0x0F0F0F0Fu;
+        qb[i] = w4[i] & 0x0F0F0F0Fu;
+        qb[i + 4] = (w4[i] >> 4) & 0x0F0F0F0Fu;
       }
       if constexpr (kHigh) {  // bit e of qh is element e's bit 4
         uint32_t qh[1];
@@ -178,17 +305,9 @@ __device__ __forceinline__ void decode_piece(const uint32_t* s, int base, int p,
     }
   } else {
     const int o = base + (p >> 3) * G::kBytes, j = p & 7;
+    const int h = j >> 2, jj = j & 3;
     if constexpr (S == Scheme::q4_K || S == Scheme::q5_K) {
-      // Sub-block j: nibble j % 2 of qs[32(j / 2) + l]; q5_K's bit 4 is bit j of qh[l].
-      const float d = f16_at(s, o), dmin = f16_at(s, o + 2);
-      const uint8_t* scales = reinterpret_cast<const uint8_t*>(s) + o + 4;
-      uint8_t sc6, m6;
-      gg::get_scale_min_k4(j, scales, &sc6, &m6);
-      sc[0] = sc[1] = d * static_cast<float>(sc6);
-      mn[0] = mn[1] = dmin * static_cast<float>(m6);
-      constexpr int kQs = S == Scheme::q4_K ? 16 : 48;
-      uint32_t w[8];
-      words_at(s, o + kQs + 32 * (j >> 1), w);
+      words_at(s, o + (S == Scheme::q4_K ? 16 : 48) + 32 * (j >> 1), w);
 #pragma unroll
       for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu;
       if constexpr (S == Scheme::q5_K) {
@@ -196,57 +315,27 @@ __device__ __forceinline__ void decode_piece(const uint32_t* s, int base, int p,
 #pragma unroll
         for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> j) & 0x01010101u) << 4;
       }
-    } else {
-      // q2_K, q3_K, q6_K: elements 128h + 32jj + l, scales per 16 (index 8h + 2jj + l / 16).
-      const int h = j >> 2, jj = j & 3;
-      uint32_t w[8];
-      if constexpr (S == Scheme::q2_K) {  // scales[16] | qs[64] | d | dmin; bits 2jj of qs[32h + l]
-        const float d = f16_at(s, o + 80), dmin = f16_at(s, o + 82);
+    } else if constexpr (S == Scheme::q2_K) {
+      words_at(s, o + 16 + 32 * h, w);
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const uint32_t b = u8_at(s, o + 8 * h + 2 * jj + hf);
-          sc[hf] = d * static_cast<float>(b & 0xF);
-          mn[hf] = dmin * static_cast<float>(b >> 4);
-        }
-        words_at(s, o + 16 + 32 * h, w);
+      for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
+    } else if constexpr (S == Scheme::q3_K) {
+      words_at(s, o + 32 + 32 * h, w);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
-      } else if constexpr (S == Scheme::q3_K) {
-        // hmask[32] | qs[64] | scales[12] | d; q = bits 2jj of qs[32h + l] - 4 unless bit 4h + jj
-        // of hmask[l] is set: stored as (2 bits | hmask bit << 2) with offset 4.
-        const float d = f16_at(s, o + 108);
-        const uint8_t* scales = reinterpret_cast<const uint8_t*>(s) + o + 96;
+      for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
+      words_at(s, o, w);
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          sc[hf] = d * static_cast<float>(gg::q3_K_scale(scales, 8 * h + 2 * jj + hf));
-          mn[hf] = 0.0f;
-        }
-        words_at(s, o + 32 + 32 * h, w);
+      for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (4 * h + jj)) & 0x01010101u) << 2;
+    } else {  // q6_K
+      words_at(s, o + 64 * h + 32 * (jj & 1), w);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (2 * jj)) & 0x03030303u;
-        words_at(s, o, w);
+      for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (4 * (jj >> 1))) & 0x0F0F0F0Fu;
+      words_at(s, o + 128 + 32 * h, w);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (4 * h + jj)) & 0x01010101u) << 2;
-      } else {  // q6_K: ql[128] | qh[64] | scales[16] (int8) | d
-        // Low nibble jj / 2 of ql[64h + 32(jj % 2) + l], bits 2jj of qh[32h + l] above them.
-        const float d = f16_at(s, o + 208);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int8_t b = static_cast<int8_t>(u8_at(s, o + 192 + 8 * h + 2 * jj + hf));
-          sc[hf] = d * static_cast<float>(b);
-          mn[hf] = 0.0f;
-        }
-        words_at(s, o + 64 * h + 32 * (jj & 1), w);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) qb[i] = (w[i] >> (4 * (jj >> 1))) & 0x0F0F0F0Fu;
-        words_at(s, o + 128 + 32 * h, w);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (2 * jj)) & 0x03030303u) << 4;
-      }
+      for (int i = 0; i < 8; ++i) qb[i] |= ((w[i] >> (2 * jj)) & 0x03030303u) << 4;
     }
   }
 }
-
 // f.template operator()<S>() for the GGUF scheme s; `who` prefixes the error for any other.
 template <class F>
 void dispatch_gguf_scheme(Scheme s, std::string_view who, F&& f) {

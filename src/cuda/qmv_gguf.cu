@@ -177,35 +177,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2) qmv_gguf_kernel(const GgufArgs
     for (int r = 0; r < kRows; ++r)  // rows past N repeat the last row (not stored)
       wr[r] = codes + static_cast<int64_t>(min(n0 + r, a.n - 1)) * a.row_bytes;
 
-    // Segment g of every row as aligned words: word i from the one holding its first byte,
-    // only as many as the segment spans (the last segment of a row may be short).
+    // Segment g of every row as aligned words (the last segment of a row may be short).
     auto load = [&](int g, uint32_t(&out)[kRows][kLaneWords]) {
       const int bytes = min(kSegBytes, static_cast<int>(a.row_bytes - int64_t{g} * kSegBytes));
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const uint8_t* p = wr[r] + int64_t{g} * kSegBytes;
-        const int phase = static_cast<int>(reinterpret_cast<uintptr_t>(p) & 3);
-        const uint32_t* w0 = reinterpret_cast<const uint32_t*>(p - phase);
-        const int words = (phase + bytes + 3) / 4;
-        // Whether the segment's last word lies within the stack (every row but the stack's last
-        // one): then each word needs only its index check.
-        const bool inside = reinterpret_cast<const uint8_t*>(w0 + words) <= a.codes_end;
-#pragma unroll
-        for (int i = 0; i < kLaneWords; ++i) {
-          const int wi = lane + 32 * i;
-          out[r][i] = 0;
-          if (wi >= words) continue;
-          const uint32_t* src = w0 + wi;
-          if (inside || reinterpret_cast<const uint8_t*>(src + 1) <= a.codes_end) {
-            out[r][i] = __ldcs(src);  // streamed: read once
-          } else {                    // the stack's last word, partly past its end
-            const uint8_t* b = reinterpret_cast<const uint8_t*>(src);
-            uint32_t v = 0;
-            for (int c = 0; b + c < a.codes_end; ++c) v |= static_cast<uint32_t>(b[c]) << (8 * c);
-            out[r][i] = v;
-          }
-        }
-      }
+      for (int r = 0; r < kRows; ++r)
+        load_segment(wr[r] + int64_t{g} * kSegBytes, bytes, a.codes_end, lane, out[r]);
     };
 
     // One register buffer: parked, it is free to take the next segment while this one is used.
