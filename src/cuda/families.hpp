@@ -90,6 +90,11 @@ void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expe
 std::string qmv_gguf_supports(const Problem& p);
 void qmv_gguf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids, MatrixView y,
               const Context& ctx);
+// qmm_gguf_mma.cu: GGUF block formats nk, f16/bf16 x, past qmv_gguf's M: each block's integers
+// exact in x's dtype as mma.sync's A, scaled into f32 sums per piece or half.
+std::string qmm_gguf_mma_supports(const Problem& p);
+void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                  MatrixView y, const Context& ctx);
 // The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.
 std::string qmv_scaled_mma_supports(const Problem& p);
 void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

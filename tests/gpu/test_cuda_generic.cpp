@@ -143,6 +143,26 @@ TEST_P(CudaGeneric, GgufGemv) {
   }
 }
 
+// qmm_gguf_mma (GGUF [N, K], f16 / bf16 x on tensor cores): 1, 2 and 4 column tiles with partial
+// ones, and M past 32 in passes (a partial last one); N = 37 (one partial row tile, K split over
+// CTAs and the partials summed by the second kernel) and 300 at K = 4096; the ragged K (a partial
+// last step of 256 for the legacy blocks; every odd row starts 2 bytes into a word) and a K of one
+// block; and 266 row tiles, more than the SMs hold, so K is not split and y is stored directly.
+TEST_P(CudaGeneric, GgufMma) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf) GTEST_SKIP() << "qmm_gguf_mma serves the GGUF formats";
+  const int64_t be = f.info().block_elems;
+  const int64_t ragged = be == 32 ? 2048 + 9 * 32 : 2048 + 3 * 256;
+  for (DType t : {DType::f16, DType::bf16}) {
+    for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32, 33, 64, 70})
+      check(f, t, Layout::nk, m, 37, ragged, "qmm_gguf_mma");
+    check(f, t, Layout::nk, 17, 300, 4096, "qmm_gguf_mma");
+    check(f, t, Layout::nk, 40, 300, 4096, "qmm_gguf_mma");
+    check(f, t, Layout::nk, 5, 3, be, "qmm_gguf_mma");
+  }
+  check(f, DType::bf16, Layout::nk, 2, 266 * 128 - 5, 512, "qmm_gguf_mma");
+}
+
 // qmv_gguf with a NaN in row 0 of x and an infinity in row 1: every output of those rows is
 // non-finite (f16 / bf16 x goes through int8 planes, whose block max would drop a NaN), and row 2
 // matches the oracle.
