@@ -16,7 +16,7 @@
 //            256 elements (8 pieces of 32: 8 legacy blocks or one super-block), each step's bytes
 //            of the 128 rows brought to shared memory by 16-byte cp.async, several stages ahead.
 //            Blocks are 18-210 bytes and only 2-byte aligned, so a row's step lands at its start
-//            address's phase within 16 bytes and is read back through funnel shifts (words_at).
+//            address's phase within 16 bytes and is read back through funnel shifts (word_at).
 //   lane   = (g, q): rows g and g + 8 of each A tile. For piece p it decodes words q and q + 4 of
 //            the piece (elements 4q..4q+3 of each half, gguf_piece.cuh's piece_word) and takes the
 //            half's k positions {2q, 2q+1, 2q+8, 2q+9} as those elements, so its B fragment is
@@ -58,7 +58,7 @@ constexpr int step_bytes() {
   return kStepElems / Gguf<S>::kElems * Gguf<S>::kBytes;
 }
 // A row's slot of a stage: the 16-byte chunks covering its step from any even phase, a spare word
-// for words_at, and a stride of 4 mod 8 words, so that the 8 rows g of a warp's loads fall on
+// for word_at, and a stride of 4 mod 8 words, so that the 8 rows g of a warp's loads fall on
 // distinct banks.
 template <Scheme S>
 constexpr int slot_chunks() {
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int n = n0 + 32 * warp + 16 * t + g + 8 * (i / 2), xm = m0 + 8 * c + 2 * q + i % 2;
-        if (n >= a.n || xm >= a.m || xm >= m0 + 8 * MT) continue;
+        if (n >= a.n || xm >= a.m) continue;
         const int64_t at = int64_t{xm} * a.n + n;
         if (direct)
           y[at] = from_f32<T>(acc[t][c][i]);
