@@ -12,16 +12,19 @@
 // f32 accumulators; Σ x, for the types with a min, is an mma of an all-ones A.
 //
 // Layout of the work:
-//   CTA    = 4 warps, 128 rows of W; a warp owns two A tiles of 16 rows. K is walked in steps of
-//            256 elements (8 pieces of 32: 8 legacy blocks or one super-block), each step's bytes
-//            of the 128 rows brought to shared memory by 16-byte cp.async, several stages ahead.
+//   CTA    = 8 warps, 128 rows of W; a warp owns two A tiles of 16 rows and one of two parts of
+//            K. K is walked in steps of 256 elements (8 pieces of 32: 8 legacy blocks or one
+//            super-block), each step's bytes of the 128 rows brought to shared memory by 16-byte
+//            cp.async, several stages ahead; part 0 takes pieces 0-3 of every step, part 1 pieces
+//            4-7, and their sums meet in shared memory at the end. (With one part, 7-8 warps an SM
+//            issued at 25% and waited on x's loads: two parts ran 1.2-1.6x faster on an H200.)
 //            Blocks are 18-210 bytes and only 2-byte aligned, so a row's step lands at its start
 //            address's phase within 16 bytes and is read back through funnel shifts (word_at).
 //   lane   = (g, q): rows g and g + 8 of each A tile. For piece p it decodes words q and q + 4 of
 //            the piece (elements 4q..4q+3 of each half, gguf_piece.cuh's piece_word) and takes the
 //            half's k positions {2q, 2q+1, 2q+8, 2q+9} as those elements, so its B fragment is
 //            x[row g of the column tile][the same 4 elements]: one 8-byte load per half, straight
-//            from x (L1-resident across the CTA's warps).
+//            from x, a piece ahead of its use (prefetch_x).
 //   grid   = row tiles x K splits x passes of 32 rows of x, the passes of one tile adjacent so
 //            that they read its blocks from L2 together; splits leave f32 partial sums that a
 //            second kernel adds in split order (deterministic).
@@ -44,11 +47,13 @@ namespace quanta::cuda {
 
 namespace {
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kWarps = 4;                       // warps along N
+constexpr int kParts = 2;                       // warps along K: each takes half of a step's pieces
+constexpr int kThreads = 32 * kWarps * kParts;  // (one part: 7-8 warps an SM, each at 25% issue)
 constexpr int kTiles = 2;                       // A tiles of 16 rows a warp
 constexpr int kCtaRows = kWarps * kTiles * 16;  // rows of W a CTA
 constexpr int kStepElems = 256;                 // K a pipeline stage
-constexpr int kStepPieces = kStepElems / 32;
+constexpr int kStepPieces = kStepElems / 32, kPartPieces = kStepPieces / kParts;
 constexpr int kMaxMT = 4;  // column tiles of 8 rows of x a pass
 constexpr int kMTChoices[] = {1, 2, kMaxMT};
 constexpr std::size_t kSmemBudget = 100 * 1024;  // two CTAs an SM
@@ -76,6 +81,12 @@ constexpr std::size_t stage_bytes() {
 template <Scheme S>
 constexpr int stages() {
   return static_cast<int>(std::clamp<std::size_t>(kSmemBudget / stage_bytes<S>(), 2, 4));
+}
+// Whether x's fragments are loaded one piece ahead: for the blocks of 32 (H200, M = 32..64: q4_0
+// 1.0-1.05x, q8_0 1.3-1.35x); the K-quants, whose scales hold more registers, ran 0.85-0.95x.
+template <Scheme S>
+constexpr bool prefetch_x() {
+  return Gguf<S>::kElems == 32;
 }
 // Whether both halves of every piece share one scale and min (then one chain of two mma a piece).
 template <Scheme S>
@@ -116,14 +127,16 @@ __device__ __forceinline__ void word_pairs(uint32_t w, uint32_t& lo, uint32_t& h
 }
 
 template <class T, Scheme S, int MT>
-__global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMmaArgs a) {
   using G = Gguf<S>;
   constexpr int kStepBytes = step_bytes<S>(), kChunks = slot_chunks<S>();
   constexpr int kSlotWords = slot_words<S>(), kStages = stages<S>();
   constexpr int kStageWords = kCtaRows * kSlotWords;
   constexpr bool kPiece = piece_scaled<S>();
+  constexpr bool kPrefetch = prefetch_x<S>();
   extern __shared__ __align__(16) uint32_t ring[];  // [kStages][kCtaRows][kSlotWords]
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  const int warp = tid / 32 % kWarps, part = tid / (32 * kWarps);
   const int g = lane / 4, q = lane % 4;
   // CTA id -> (row tile, split, pass), passes fastest.
   const int64_t cta = blockIdx.x;
@@ -140,8 +153,9 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
     const int bytes = static_cast<int>(min(int64_t{kStepBytes}, a.row_bytes - off));
     uint32_t* buf = ring + b * kStageWords;
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
+    for (int j = 0; j < (kCtaRows * kChunks + kThreads - 1) / kThreads; ++j) {
       const int i = tid + kThreads * j, r = i / kChunks, c = i % kChunks;
+      if (i >= kCtaRows * kChunks) break;
       const int64_t at = int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off;
       const int phase = static_cast<int>(at & 15);
       if (16 * c >= phase + bytes) continue;  // past the step
@@ -173,6 +187,20 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
   const uint32_t ones[4] = {kOne2, kOne2, kOne2, kOne2};
 
   float acc[kTiles][MT][4] = {};
+  // x's fragments one piece ahead (kPrefetch): in flight while this piece decodes and multiplies
+  // (x's slices do not stay in L1 beside the ring, so a load at the use waits for L2).
+  uint2 xnext[MT][2];
+  auto load_x = [&](int kp) {
+#pragma unroll
+    for (int c = 0; c < MT; ++c) {
+      xnext[c][0] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
+      xnext[c][1] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
+    }
+  };
+  if constexpr (kPrefetch) {
+    const int k0 = s_begin * kStepElems + 32 * kPartPieces * part;
+    if (nsteps > 0 && k0 < a.k) load_x(k0);
+  }
   for (int it = 0; it < nsteps; ++it) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage it is in; every warp is done with stage it - 1
@@ -182,6 +210,7 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
     const uint32_t* buf = ring + (it % kStages) * kStageWords;
     const int64_t off = int64_t{st} * kStepBytes;
     const int pieces = min(kStepPieces, (a.k - st * kStepElems) / 32);
+    const int p_begin = kPartPieces * part, p_end = min(pieces, p_begin + kPartPieces);
     const uint32_t* rs[kTiles][2];
     int base[kTiles][2];
 #pragma unroll
@@ -193,7 +222,15 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
         base[t][rho] = static_cast<int>((int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off) & 15);
       }
 #pragma unroll 1
-    for (int p = 0; p < pieces; ++p) {
+    for (int p = p_begin; p < p_end; ++p) {
+      const int kp = st * kStepElems + 32 * p;
+      uint2 xcur[MT][2];
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int c = 0; c < MT; ++c) xcur[c][0] = xnext[c][0], xcur[c][1] = xnext[c][1];
+        const int kn = p + 1 < p_end ? kp + 32 : (st + 1) * kStepElems + 32 * p_begin;
+        if (kn < a.k) load_x(kn);
+      }
       // A fragments: av[t][h] = {row g k(2q, 2q+1), row g+8, row g k(2q+8, 2q+9), row g+8}.
       uint32_t av[kTiles][2][4];
       float sc[kTiles][2][2], mn[kTiles][2][2];  // [tile][rho][half]
@@ -207,12 +244,16 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
             word_pairs<T, S>(piece_word<S>(rs[t][rho], base[t][rho], p, q + 4 * h), av[t][h][rho],
                              av[t][h][rho + 2]);
         }
-      const int kp = st * kStepElems + 32 * p;
+      if constexpr (!kPrefetch) {
+#pragma unroll
+        for (int c = 0; c < MT; ++c) {
+          xcur[c][0] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
+          xcur[c][1] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
+        }
+      }
 #pragma unroll
       for (int c = 0; c < MT; ++c) {
-        const uint2 x0 = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
-        const uint2 x1 = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
-        const uint32_t b[2][2] = {{x0.x, x0.y}, {x1.x, x1.y}};
+        const uint32_t b[2][2] = {{xcur[c][0].x, xcur[c][0].y}, {xcur[c][1].x, xcur[c][1].y}};
         float xs[2][4] = {};  // Σx of each half (or of the piece in xs[0]) for columns 2q, 2q + 1
         if constexpr (G::kMin) {
           mma_16816<T>(xs[0], ones, b[0]);
@@ -241,11 +282,36 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
   }
   cp_async_wait<0>();
   grid_dependency_release();  // the reduction (or the next call) may launch now
+  {  // the two parts' sums meet in the drained ring; part 0 adds them and stores
+    static_assert(kParts == 2, "one part writes, the other adds");
+    constexpr int kHalf = kThreads / 2;
+    static_assert(sizeof(float) * kTiles * MT * 4 * kHalf <=
+                  sizeof(uint32_t) * kStages * kStageWords);
+    float* red = reinterpret_cast<float*>(ring);  // [tile][column tile][i][thread of part 0]
+    __syncthreads();                              // every warp is done with the ring
+    if (part == 1) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int c = 0; c < MT; ++c)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            red[((t * MT + c) * 4 + i) * kHalf + tid - kHalf] = acc[t][c][i];
+    }
+    __syncthreads();
+    if (part == 1) return;
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int c = 0; c < MT; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][c][i] += red[((t * MT + c) * 4 + i) * kHalf + tid];
+  }
 
   // C[g + 8(i / 2)][2q + i % 2] of tile t, column tile c: row n of W, row xm of x.
   const bool direct = a.splits == 1;
   T* y = static_cast<T*>(a.y);
-  float* part = a.partial + int64_t{split} * a.m * a.n;
+  float* part_out = a.partial + int64_t{split} * a.m * a.n;
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
@@ -258,7 +324,7 @@ __global__ void __launch_bounds__(kThreads) qmm_gguf_mma_kernel(const GgufMmaArg
         if (direct)
           y[at] = from_f32<T>(acc[t][c][i]);
         else
-          part[at] = acc[t][c][i];
+          part_out[at] = acc[t][c][i];
       }
 }
 

@@ -146,8 +146,9 @@ TEST_P(CudaGeneric, GgufGemv) {
 // qmm_gguf_mma (GGUF [N, K], f16 / bf16 x on tensor cores): 1, 2 and 4 column tiles with partial
 // ones, and M past 32 in passes (a partial last one); N = 37 (one partial row tile, K split over
 // CTAs and the partials summed by the second kernel) and 300 at K = 4096; the ragged K (a partial
-// last step of 256 for the legacy blocks; every odd row starts 2 bytes into a word) and a K of one
-// block; and 266 row tiles, more than the SMs hold, so K is not split and y is stored directly.
+// last step of 256 for the legacy blocks, where the second K part has no piece; every odd row
+// starts 2 bytes into a word) and a K of one block; and 266 row tiles, more than the SMs hold, so
+// K is not split and y is stored directly.
 TEST_P(CudaGeneric, GgufMma) {
   const Format f = GetParam();
   if (f.info().family != Family::gguf) GTEST_SKIP() << "qmm_gguf_mma serves the GGUF formats";
