@@ -298,7 +298,7 @@ TEST_F(SelectCuda, RaggedShapesFallBack) {
 TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
   for (const Format& f : all_formats())
     for (DType t : kAllDTypes)
-      for (int64_t m : {1, 2, 3, 12, 20, 32, 33, 257}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 12, 20, 32, 33, 64, 65, 257}) {
         Problem p = affine_problem(m, t);
         p.format = f;
         p.k = 1024;
@@ -315,13 +315,17 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           const bool rf_ahead = rf && (m >= 3 || (m == 2 && f.scheme == Scheme::nvfp4));
           const bool mma = micro_or_fp8 && t != DType::f32 && m >= 2 && m <= 16;
           const bool scaled = micro_or_fp8 && (mma || m <= (t == DType::f32 ? 16 : 8));
-          const bool gguf = fam == Family::gguf && m <= 16;  // qmv_gguf, then dequantize + cuBLAS
-          EXPECT_EQ(pick(p), rf_ahead ? "qmm_scaled_rf"
-                             : mma    ? "qmv_scaled_mma"
-                             : scaled ? "qmv_scaled"
-                             : rf     ? "qmm_scaled_rf"
-                             : gguf   ? "qmv_gguf"
-                                      : "qmm_generic_dq")
+          // GGUF: qmm_gguf_mma at M = 5..64 with f16 / bf16 x, qmv_gguf to M = 16 otherwise, then
+          // dequantize + cuBLAS.
+          const bool gguf_mma = fam == Family::gguf && t != DType::f32 && m >= 5 && m <= 64;
+          const bool gguf = fam == Family::gguf && m <= 16;
+          EXPECT_EQ(pick(p), rf_ahead   ? "qmm_scaled_rf"
+                             : mma      ? "qmv_scaled_mma"
+                             : scaled   ? "qmv_scaled"
+                             : rf       ? "qmm_scaled_rf"
+                             : gguf_mma ? "qmm_gguf_mma"
+                             : gguf     ? "qmv_gguf"
+                                        : "qmm_generic_dq")
               << f.name() << " M=" << m;
           p.layout = Layout::kn;
           if (f.info().kn_layout) {
