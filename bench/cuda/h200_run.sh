@@ -29,13 +29,14 @@ for s in $steps; do
       f="$f:All/CudaGeneric.ScaledGather/mxfp4:All/CudaGeneric.ScaledGather/nvfp4:All/CudaGeneric.ScaledGather/e5m2_channel"
       f="$f:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp4:All/CudaGeneric.ScaledRegisterFed/e5m2_channel:All/CudaGeneric.DequantizeThenCublas/mxfp8:All/CudaAffine.GatherKernel/b4_g64:All/CudaAffine.GatherKernel/b3_g32"
       f="$f:All/CudaGeneric.GgufGemv/q4_0:All/CudaGeneric.GgufGemv/q5_1:All/CudaGeneric.GgufGemv/q8_0:All/CudaGeneric.GgufGemv/q3_K:All/CudaGeneric.GgufGemv/q6_K:All/CudaGeneric.GgufGather/q4_K:All/CudaGeneric.GgufGather/q5_0"
+      f="$f:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q8_0:All/CudaGeneric.GgufMma/q2_K:All/CudaGeneric.GgufMma/q6_K"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b2_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b8_g128"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b4_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b3_g32:All/CudaAffine.RegisterFedQmm/b2_g32:All/CudaAffine.RegisterFedQmm/b3_g64:All/CudaAffine.RegisterFedQmm/b6_g32:All/CudaAffine.RegisterFedQmm/b8_g64"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
         --gtest_filter="$f" >"$OUT/sanitizer.log" 2>&1
       echo "memcheck rc=$?"
       timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T" --gtest_brief=1 \
-        --gtest_filter='All/CudaAffine.TensorCoreKernelSplitK/b4_g64:All/CudaAffine.AutoSelectionEveryM/b4_g64:All/CudaAffine.IntegerMmaQmv/b8_g128:All/CudaAffine.IntegerMmaSmallM/b4_g32:All/CudaAffine.RegisterFedQmm/b4_g128:All/CudaAffine.RegisterFedQmm/b8_g128:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp8' \
+        --gtest_filter='All/CudaAffine.TensorCoreKernelSplitK/b4_g64:All/CudaAffine.AutoSelectionEveryM/b4_g64:All/CudaAffine.IntegerMmaQmv/b8_g128:All/CudaAffine.IntegerMmaSmallM/b4_g32:All/CudaAffine.RegisterFedQmm/b4_g128:All/CudaAffine.RegisterFedQmm/b8_g128:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp8:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q4_K' \
         >>"$OUT/sanitizer.log" 2>&1
       echo "racecheck rc=$?"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race" "$OUT/sanitizer.log" | sort | uniq -c | head -20
