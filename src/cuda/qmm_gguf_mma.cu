@@ -16,8 +16,9 @@
 //            K. K is walked in steps of 256 elements (8 pieces of 32: 8 legacy blocks or one
 //            super-block), each step's bytes of the 128 rows brought to shared memory by 16-byte
 //            cp.async, several stages ahead; part 0 takes pieces 0-3 of every step, part 1 pieces
-//            4-7, and their sums meet in shared memory at the end. (With one part, 7-8 warps an SM
-//            issued at 25% and waited on x's loads: two parts ran 1.2-1.6x faster on an H200.)
+//            4-7, and their sums meet in shared memory at the end. (With one part, ~7 warps an SM
+//            kept the schedulers 25% busy, waiting on x's loads: two parts, with the prefetch
+//            where it pays, ran 1.04-1.75x faster on an H200, q2_K least.)
 //            Blocks are 18-210 bytes and only 2-byte aligned, so a row's step lands at its start
 //            address's phase within 16 bytes and is read back through funnel shifts (word_at).
 //   lane   = (g, q): rows g and g + 8 of each A tile. For piece p it decodes words q and q + 4 of
@@ -47,9 +48,9 @@ namespace quanta::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;                       // warps along N
-constexpr int kParts = 2;                       // warps along K: each takes half of a step's pieces
-constexpr int kThreads = 32 * kWarps * kParts;  // (one part: 7-8 warps an SM, each at 25% issue)
+constexpr int kWarps = 4;  // warps along N
+constexpr int kParts = 2;  // warps along K: each takes half of a step's pieces
+constexpr int kThreads = 32 * kWarps * kParts;
 constexpr int kTiles = 2;                       // A tiles of 16 rows a warp
 constexpr int kCtaRows = kWarps * kTiles * 16;  // rows of W a CTA
 constexpr int kStepElems = 256;                 // K a pipeline stage
