@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -228,6 +228,19 @@ for s in $steps; do
       for k in qmm_scaled_rf qmm_generic_dq; do
         timeout 200 "$P" --formats mxfp4,nvfp4,e4m3-channel --m 32,33,48,64,96 --dtypes bf16 --kernel $k \
           --check --no-cublas 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/probe_srf64.log"
+      done
+      ;;
+    gguf)  # the GGUF kernels: their tests, then qmv_gguf / qmm_gguf_mma / dequantize + cuBLAS over M
+           # (GGUF_FORMATS, GGUF_DTYPES; one log, the small M first)
+      timeout 120 "$T" --gtest_brief=1 --gtest_filter='*Gguf*:SelectCuda*' 2>&1 | grep -E "^\[  (FAILED|PASSED)|Failure" | tee "$OUT/gguf.log"
+      G=${GGUF_FORMATS:-q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K}
+      for k in qmv_gguf qmm_gguf_mma; do
+        timeout 120 "$P" --formats "$G" --shapes 14336x5120,5120x14336,27648x5120 --m 1,2,3,4,5,8 \
+          --dtypes "${GGUF_DTYPES:-bf16,f16}" --kernel $k --check --no-cublas 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
+      done
+      for k in qmm_gguf_mma qmm_generic_dq; do
+        timeout 200 "$P" --formats "$G" --shapes 14336x5120,5120x14336,27648x5120 --m 16,32,48,64,96,128 \
+          --dtypes "${GGUF_DTYPES:-bf16,f16}" --kernel $k --check --no-cublas 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
       done
       ;;
     rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)

@@ -6,6 +6,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build-cuda}
+# One pack at a time: two overlapping runs once wrote the same archive and left it corrupt.
+exec 9>"$B/.make_devrun.lock"
+flock -n 9 || { echo "make_devrun.sh: another run holds $B/.make_devrun.lock" >&2; exit 1; }
 L=src/CMakeFiles/quanta.dir
 objs="$(for f in src/cuda/*.cu src/cuda/*.cpp; do echo $L/cuda/$(basename $f).o; done) $L/format/quantize.cpp.o"
 T=tests/CMakeFiles/quanta_tests.dir
@@ -30,7 +33,9 @@ ls -la $B/devrun
 # GPU machine lacks (OpenBLAS, gfortran, fmt) as devpack/cli.tar.xz, for `quanta bench --device
 # cuda --check-only` (run it with LD_LIBRARY_PATH=build-cuda/cli).
 mkdir -p devpack
-tar -C $B -cf - devrun | xz -T2 -9e >devpack/devrun.tar.xz  # -9e: ~12% under -6, inside the 64 MiB carry
+# -9e: ~12% under -6, inside the 64 MiB carry; written aside, tested, then moved into place.
+tar -C $B -cf - devrun | xz -T2 -9e >devpack/devrun.tar.xz.part &&
+  xz -t devpack/devrun.tar.xz.part && mv devpack/devrun.tar.xz.part devpack/devrun.tar.xz
 if [ "${PACK_CLI:-0}" = 1 ]; then
   rm -rf $B/cli && mkdir -p $B/cli
   cp $B/tools/quanta/quanta $B/cli/ && strip $B/cli/quanta
