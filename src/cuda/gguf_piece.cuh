@@ -336,6 +336,7 @@ __device__ __forceinline__ void decode_piece(const uint32_t* s, int base, int p,
     }
   }
 }
+
 // f.template operator()<S>() for the GGUF scheme s; `who` prefixes the error for any other.
 template <class F>
 void dispatch_gguf_scheme(Scheme s, std::string_view who, F&& f) {

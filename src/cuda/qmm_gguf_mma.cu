@@ -191,16 +191,16 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
   // x's fragments one piece ahead (kPrefetch): in flight while this piece decodes and multiplies
   // (x's slices do not stay in L1 beside the ring, so a load at the use waits for L2).
   uint2 xnext[MT][2];
-  auto load_x = [&](int kp) {
+  auto load_x = [&](int kp, uint2(&dst)[MT][2]) {  // the fragments of the piece at kp
 #pragma unroll
     for (int c = 0; c < MT; ++c) {
-      xnext[c][0] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
-      xnext[c][1] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
+      dst[c][0] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
+      dst[c][1] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
     }
   };
   if constexpr (kPrefetch) {
     const int k0 = s_begin * kStepElems + 32 * kPartPieces * part;
-    if (nsteps > 0 && k0 < a.k) load_x(k0);
+    if (nsteps > 0 && k0 < a.k) load_x(k0, xnext);
   }
   for (int it = 0; it < nsteps; ++it) {
     cp_async_wait<kStages - 2>();
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
 #pragma unroll
         for (int c = 0; c < MT; ++c) xcur[c][0] = xnext[c][0], xcur[c][1] = xnext[c][1];
         const int kn = p + 1 < p_end ? kp + 32 : (st + 1) * kStepElems + 32 * p_begin;
-        if (kn < a.k) load_x(kn);
+        if (kn < a.k) load_x(kn, xnext);
       }
       // A fragments: av[t][h] = {row g k(2q, 2q+1), row g+8, row g k(2q+8, 2q+9), row g+8}.
       uint32_t av[kTiles][2][4];
@@ -245,13 +245,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
             word_pairs<T, S>(piece_word<S>(rs[t][rho], base[t][rho], p, q + 4 * h), av[t][h][rho],
                              av[t][h][rho + 2]);
         }
-      if constexpr (!kPrefetch) {
-#pragma unroll
-        for (int c = 0; c < MT; ++c) {
-          xcur[c][0] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp));
-          xcur[c][1] = __ldg(reinterpret_cast<const uint2*>(xr[c] + kp + 16));
-        }
-      }
+      if constexpr (!kPrefetch) load_x(kp, xcur);
 #pragma unroll
       for (int c = 0; c < MT; ++c) {
         const uint32_t b[2][2] = {{xcur[c][0].x, xcur[c][0].y}, {xcur[c][1].x, xcur[c][1].y}};
@@ -423,14 +417,9 @@ void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, M
   a.n = d.n;
   a.k = d.k;
   const cudaStream_t stream = stream_of(ctx);
-  const bool bf16 = x.dtype == DType::bf16;
-  if (x.dtype != DType::f16 && !bf16)
-    throw Error("[quanta::matmul] qmm_gguf_mma: x must be f16 or bf16");
-  dispatch_gguf_scheme(w.format.scheme, "[quanta::matmul] qmm_gguf_mma", [&]<Scheme S>() {
-    if (bf16)
-      launch<__nv_bfloat16, S>(a, stream);
-    else
-      launch<__half, S>(a, stream);
+  dispatch_half_dtype(x.dtype, [&]<class T>() {  // f16 / bf16: qmm_gguf_mma_supports
+    dispatch_gguf_scheme(w.format.scheme, "[quanta::matmul] qmm_gguf_mma",
+                         [&]<Scheme S>() { launch<T, S>(a, stream); });
   });
 }
 
