@@ -8,6 +8,7 @@
 
 #include "core/kernel.hpp"
 #include "cuda/device_pack.hpp"
+#include "cuda/families.hpp"
 #include "cuda/i8_warps.hpp"
 #include "quanta/error.hpp"
 
@@ -333,13 +334,15 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           }
           p.layout = Layout::nk;
         }
-        p.op = Op::gather_matmul;
+        p.op = Op::gather_matmul;  // one expert: GGUF f16 / bf16 x grouped from M = 2
         const Family fam = f.info().family;
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
+        const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
         EXPECT_EQ(pick(p), scaled                       ? "gather_qmv_scaled"
                            : f.scheme == Scheme::affine ? "gather_qmv_affine"
+                           : grouped                    ? "gather_qmm_gguf_mma"
                                                         : "gather_qmv_gguf")
-            << f.name();
+            << f.name() << " M=" << m;
         p.op = Op::dequantize;
         p.m = 0;
         EXPECT_EQ(pick(p), f.scheme == Scheme::affine ? "dequantize_affine"
@@ -420,6 +423,35 @@ TEST_F(SelectCuda, AffineGatherRunsItsKernel) {
     p.layout = Layout::kn;
     EXPECT_EQ(pick(p), "gather_matmul_generic") << b << "-bit";
   }
+}
+
+// GGUF expert stacks: rows grouped by expert on the tensor cores from two rows an expert on
+// average, one row a pass below that and for f32 x (which the tensor-core kernel declines);
+// forced, the grouped kernel takes any M.
+TEST_F(SelectCuda, GgufGatherGroupsFromTwoRowsAnExpert) {
+  for (Format f : {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q6_K)})
+    for (int64_t experts : {1, 8, 128})
+      for (DType t : kAllDTypes)
+        for (int64_t m : {int64_t{1}, experts, 2 * experts - 1, 2 * experts, 4096 * experts}) {
+          Problem p = affine_problem(m, t, 4, 64, 768, 2048);
+          p.format = f;
+          p.op = Op::gather_matmul;
+          p.batch = experts;
+          const bool grouped = t != DType::f32 && m >= 2 * experts;
+          EXPECT_EQ(pick(p), grouped ? "gather_qmm_gguf_mma" : "gather_qmv_gguf")
+              << f.name() << " " << dtype_name(t) << " M=" << m << " experts=" << experts;
+          if (t != DType::f32) {
+            EXPECT_EQ(std::string(select_kernel(p, "gather_qmm_gguf_mma").name),
+                      "gather_qmm_gguf_mma");
+          }
+        }
+  Problem p = affine_problem(64, DType::bf16, 4, 64, 768, 2048);
+  p.format = Format::gguf(Scheme::q4_K);
+  p.op = Op::gather_matmul;
+  p.batch = cuda::kMaxGroupedExperts + 1;
+  EXPECT_EQ(pick(p), "gather_qmv_gguf");  // more experts than the device grouping counts
+  p.m = 2 * p.batch;
+  EXPECT_EQ(pick(p), "gather_qmv_gguf");
 }
 
 TEST_F(SelectCuda, ForcedKernelOutsideItsRangeNamesTheReason) {

@@ -6,8 +6,10 @@
 //   quanta_cuda_probe [--formats affine-4b-g64,...|affine-all] [--dtypes bf16,f16]
 //                     [--shapes 14336x5120,5120x14336,27648x5120] [--m 1,2,4,...]
 //                     [--kernel auto|name] [--layout nk|kn] [--no-cublas] [--check]
-//                     [--replays 20] [--read-at-size] [--prepack]
+//                     [--replays 20] [--read-at-size] [--prepack] [--experts E]
 // Shapes are N x K. --check compares each timed result with matmul_generic on the device.
+// --experts E times gather_matmul on a stack of E experts of N x K, row r of x with expert
+// (r * 7919) % E (every expert's share equal within one row, in a shuffled order).
 // --read-at-size also times a plain streaming read of the same bytes (same rotation and timing):
 // what launch, ramp-up and tail leave of the roof at that size.
 // --prepack runs quanta::prepack on each copy of W first (a device pack where one applies).
@@ -56,6 +58,7 @@ struct Options {
   Layout layout = Layout::nk;
   bool cublas = true, check = false, api = false, read_at_size = false, prepack = false;
   int replays = 20;
+  int64_t experts = 0;  // > 0: gather_matmul over a stack of this many
 };
 
 Options parse(int argc, char** argv) {
@@ -104,6 +107,8 @@ Options parse(int argc, char** argv) {
       o.prepack = true;
     } else if (a == "--api") {
       o.api = true;
+    } else if (a == "--experts") {
+      o.experts = std::stoll(value());
     } else if (a == "--replays") {
       o.replays = std::stoi(value());
     } else {
@@ -121,8 +126,12 @@ struct DeviceWeights {
 };
 
 DeviceWeights random_weights(const Format& f, DType t, int64_t n, int64_t k, Layout layout,
-                             uint32_t seed) {
-  const Footprint fp = footprint(f, n, k, layout, t);
+                             uint32_t seed, int64_t batch = 1) {
+  Footprint fp = footprint(f, n, k, layout, t);
+  fp.code_bytes *= static_cast<std::size_t>(batch);
+  fp.scale_bytes *= static_cast<std::size_t>(batch);
+  fp.bias_bytes *= static_cast<std::size_t>(batch);
+  fp.scale_count *= static_cast<std::size_t>(batch);
   DeviceWeights d;
   d.mem = gpu::device_alloc(fp.total() + 256);
   auto* base = static_cast<std::byte*>(d.mem.get());
@@ -151,7 +160,7 @@ DeviceWeights random_weights(const Format& f, DType t, int64_t n, int64_t k, Lay
     }
   }
   d.w = QuantizedMatrix::wrap(f, n, k, t, layout, Location::device, {base, fp.code_bytes},
-                              {scales, fp.scale_bytes}, {biases, fp.bias_bytes});
+                              {scales, fp.scale_bytes}, {biases, fp.bias_bytes}, batch);
   return d;
 }
 
@@ -236,10 +245,12 @@ int run(const Options& o) {
     for (const Format& f : o.formats)
       for (DType t : o.dtypes) {
         const Footprint fp = footprint(f, n, k, o.layout, t);
-        const int copies = gpu::rotation_copies(fp.total());
+        const int64_t batch = std::max<int64_t>(o.experts, 1);
+        const int copies = gpu::rotation_copies(fp.total() * static_cast<std::size_t>(batch));
         std::vector<DeviceWeights> ws;
         for (int c = 0; c < copies; ++c)
-          ws.push_back(random_weights(f, t, n, k, o.layout, 1000u + static_cast<uint32_t>(c)));
+          ws.push_back(
+              random_weights(f, t, n, k, o.layout, 1000u + static_cast<uint32_t>(c), batch));
         if (o.prepack) {
           Context pc;
           pc.cuda_stream = gpu::timing_stream();
@@ -255,8 +266,18 @@ int run(const Options& o) {
           Context ctx;
           ctx.cuda_stream = gpu::timing_stream();
           ctx.kernel = o.kernel;
-          const Problem p = matmul_problem(
-              Op::matmul, ConstMatrixView{xs[0].get(), t, m, k, Location::device}, ws[0].w);
+          const bool gather = o.experts > 0;
+          std::shared_ptr<void> ids;
+          if (gather) {
+            std::vector<int32_t> h(static_cast<std::size_t>(m));
+            for (int64_t r = 0; r < m; ++r) h[r] = static_cast<int32_t>((r * 7919) % o.experts);
+            ids = gpu::device_alloc(h.size() * sizeof(int32_t));
+            gpu::upload(ids.get(), h.data(), h.size() * sizeof(int32_t));
+          }
+          const int32_t* ids_d = static_cast<const int32_t*>(ids.get());
+          const Problem p =
+              matmul_problem(gather ? Op::gather_matmul : Op::matmul,
+                             ConstMatrixView{xs[0].get(), t, m, k, Location::device}, ws[0].w);
           std::string name;
           try {
             name = std::string(select_kernel(p, o.kernel).name);
@@ -268,16 +289,22 @@ int run(const Options& o) {
           auto launch = [&](int c, void* s) {
             Context cx = ctx;
             cx.cuda_stream = s;
-            matmul(ConstMatrixView{xs[c].get(), t, m, k, Location::device}, ws[c].w,
-                   MatrixView{ys[c].get(), t, m, n, Location::device}, cx);
+            const ConstMatrixView xv{xs[c].get(), t, m, k, Location::device};
+            const MatrixView yv{ys[c].get(), t, m, n, Location::device};
+            if (gather)
+              gather_matmul(xv, ws[c].w, ids_d, yv, cx);
+            else
+              matmul(xv, ws[c].w, yv, cx);
           };
           const gpu::Timing tm = gpu::time_launches(launch, copies, topt);
-          const double bytes = static_cast<double>(fp.total() + gpu::dense_bytes(t, m, k) +
-                                                   gpu::dense_bytes(t, m, n));
+          // A gather reads the experts its rows use, each once at best.
+          const double bytes =
+              static_cast<double>(fp.total() * static_cast<std::size_t>(std::min(batch, m)) +
+                                  gpu::dense_bytes(t, m, k) + gpu::dense_bytes(t, m, n));
           const double gbs = bytes / tm.median / 1e9;
           const double tflops = 2.0 * m * n * k / tm.median / 1e12;
           std::string cub = "-", speed = "-";
-          if (o.cublas) {
+          if (o.cublas && !gather) {
             const gpu::Timing cb = gpu::cublas_matmul(t, m, n, k, topt);
             cub = fmt::format("{:.2f}", cb.median * 1e6);
             speed = fmt::format("{:.2f}x", cb.median / tm.median);
@@ -294,9 +321,13 @@ int run(const Options& o) {
             gpu::synchronize();
             gpu::download(a.data(), ys[0].get(), a.size());
             Context g = ctx;
-            g.kernel = "matmul_generic";
-            matmul(ConstMatrixView{xs[0].get(), t, m, k, Location::device}, ws[0].w,
-                   MatrixView{ys[0].get(), t, m, n, Location::device}, g);
+            g.kernel = gather ? "gather_matmul_generic" : "matmul_generic";
+            const ConstMatrixView xv{xs[0].get(), t, m, k, Location::device};
+            const MatrixView yv{ys[0].get(), t, m, n, Location::device};
+            if (gather)
+              gather_matmul(xv, ws[0].w, ids_d, yv, g);
+            else
+              matmul(xv, ws[0].w, yv, g);
             gpu::synchronize();
             gpu::download(b.data(), ys[0].get(), b.size());
             chk = fmt::format("{:.1e}", rel_l2(to_f32(a, t), to_f32(b, t)));

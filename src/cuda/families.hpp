@@ -95,6 +95,13 @@ void qmv_gguf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert
 std::string qmm_gguf_mma_supports(const Problem& p);
 void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                   MatrixView y, const Context& ctx);
+// Expert stacks on the same kernel: the rows of x grouped by expert on the device
+// (expert_passes.hpp), a pass of up to 32 rows of one expert at a time.
+// Experts the device grouping (expert_passes.hpp) counts in shared memory; a stack with more
+// takes the per-row kernels.
+inline constexpr int64_t kMaxGroupedExperts = 2048;
+std::string gather_qmm_gguf_mma_supports(const Problem& p);
+std::string gather_qmm_gguf_mma_ahead_supports(const Problem& p);  // M >= 2 rows an expert
 // The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.
 std::string qmv_scaled_mma_supports(const Problem& p);
 void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,

@@ -37,6 +37,7 @@
 
 #include "cuda/checks.hpp"
 #include "cuda/common.cuh"
+#include "cuda/expert_passes.hpp"
 #include "cuda/families.hpp"
 #include "cuda/gguf_piece.cuh"
 #include "cuda/mma.cuh"
@@ -96,12 +97,13 @@ constexpr bool piece_scaled() {
 }
 
 struct GgufMmaArgs {
-  const uint8_t* codes;      // [N][row_bytes], 16-byte aligned
+  const uint8_t* codes;      // [batch][N][row_bytes], 16-byte aligned
   const uint8_t* codes_end;  // one past the last byte
   const void* x;             // [M][K]
   void* y;                   // [M][N]
   float* partial;            // [splits][M][N] when splits > 1
-  int64_t row_bytes;
+  ExpertPasses groups;       // gather: the rows of x by expert, a pass each (no K split)
+  int64_t row_bytes, code_stride;
   int32_t m, n, k, passes, splits, steps_per_split;
 };
 
@@ -127,7 +129,9 @@ __device__ __forceinline__ void word_pairs(uint32_t w, uint32_t& lo, uint32_t& h
   }
 }
 
-template <class T, Scheme S, int MT>
+// kGather: pass p runs a.groups.pass[p], its expert's matrix against its rows of x (grid passes
+// past the count the grouping found return at once).
+template <class T, Scheme S, int MT, bool kGather>
 __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMmaArgs a) {
   using G = Gguf<S>;
   constexpr int kStepBytes = step_bytes<S>(), kChunks = slot_chunks<S>();
@@ -147,6 +151,14 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
   const int steps = (a.k + kStepElems - 1) / kStepElems;
   const int s_begin = split * a.steps_per_split;
   const int nsteps = min(steps, s_begin + a.steps_per_split) - s_begin;
+  int64_t wbase = 0;  // gather: the expert's first byte
+  ExpertPass gp{};
+  if constexpr (kGather) {
+    grid_dependency_wait();  // the passes: behind the grouping kernel
+    if (pass >= *a.groups.count) return;
+    gp = a.groups.pass[pass];
+    wbase = int64_t{gp.expert} * a.code_stride;
+  }
 
   // Step st's bytes of the CTA's rows into stage b (rows past N repeat the last row).
   auto issue = [&](int st, int b) {
@@ -157,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
     for (int j = 0; j < (kCtaRows * kChunks + kThreads - 1) / kThreads; ++j) {
       const int i = tid + kThreads * j, r = i / kChunks, c = i % kChunks;
       if (i >= kCtaRows * kChunks) break;
-      const int64_t at = int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off;
+      const int64_t at = wbase + int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off;
       const int phase = static_cast<int>(at & 15);
       if (16 * c >= phase + bytes) continue;  // past the step
       const uint8_t* src = a.codes + (at - phase) + 16 * c;
@@ -176,14 +188,17 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
     if (s < nsteps) issue(s_begin + s, s);
     cp_async_commit();
   }
-  grid_dependency_wait();  // x, y and the partials: behind the previous kernel (common.cuh)
+  if constexpr (!kGather) grid_dependency_wait();  // x, y, partials: behind the previous kernel
 
   const int m0 = 32 * pass;
   const T* x = static_cast<const T*>(a.x);
   const T* xr[MT];
 #pragma unroll
-  for (int c = 0; c < MT; ++c)  // rows past M read the last row (their sums are not stored)
-    xr[c] = x + int64_t{min(m0 + 8 * c + g, a.m - 1)} * a.k + 4 * q;
+  for (int c = 0; c < MT; ++c) {  // rows past M (or the pass) read its last row (not stored)
+    const int row = kGather ? a.groups.order[gp.start + min(8 * c + g, gp.rows - 1)]
+                            : min(m0 + 8 * c + g, a.m - 1);
+    xr[c] = x + int64_t{row} * a.k + 4 * q;
+  }
   constexpr uint32_t kOne2 = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
   const uint32_t ones[4] = {kOne2, kOne2, kOne2, kOne2};
 
@@ -220,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
       for (int rho = 0; rho < 2; ++rho) {
         const int r = 32 * warp + 16 * t + 8 * rho + g;
         rs[t][rho] = buf + r * kSlotWords;
-        base[t][rho] = static_cast<int>((int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off) & 15);
+        base[t][rho] =
+            static_cast<int>((wbase + int64_t{min(n0 + r, a.n - 1)} * a.row_bytes + off) & 15);
       }
 #pragma unroll 1
     for (int p = p_begin; p < p_end; ++p) {
@@ -313,7 +329,9 @@ __global__ void __launch_bounds__(kThreads, 2) qmm_gguf_mma_kernel(const GgufMma
     for (int c = 0; c < MT; ++c)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int n = n0 + 32 * warp + 16 * t + g + 8 * (i / 2), xm = m0 + 8 * c + 2 * q + i % 2;
+        const int n = n0 + 32 * warp + 16 * t + g + 8 * (i / 2), j = 8 * c + 2 * q + i % 2;
+        int xm = m0 + j;
+        if constexpr (kGather) xm = j < gp.rows ? a.groups.order[gp.start + j] : a.m;
         if (n >= a.n || xm >= a.m) continue;
         const int64_t at = int64_t{xm} * a.n + n;
         if (direct)
@@ -334,16 +352,17 @@ __global__ void qmm_gguf_mma_reduce_kernel(const float* partial, T* y, int64_t m
   y[i] = from_f32<T>(v);
 }
 
-template <class T, Scheme S, int MT>
+// Resident CTAs an SM (and the kernel's shared-memory limit raised, once).
+template <class T, Scheme S, int MT, bool kGather>
 int ctas_per_sm() {
   static const int n = [] {
     constexpr std::size_t smem = stages<S>() * stage_bytes<S>();
-    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qmm_gguf_mma_kernel<T, S, MT>,
+    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qmm_gguf_mma_kernel<T, S, MT, kGather>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));
     int b = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &b, qmm_gguf_mma_kernel<T, S, MT>, kThreads, smem));
+        &b, qmm_gguf_mma_kernel<T, S, MT, kGather>, kThreads, smem));
     return std::max(b, 1);
   }();
   return n;
@@ -358,7 +377,7 @@ void launch(GgufMmaArgs a, cudaStream_t stream) {
   dispatch_value<kMTChoices>(mt, [&]<int MT>() {
     // Splits of K fill the resident slots that the row tiles and passes leave empty, at least
     // two steps each.
-    const int64_t slots = int64_t{ctas_per_sm<T, S, MT>()} * multiprocessor_count();
+    const int64_t slots = int64_t{ctas_per_sm<T, S, MT, false>()} * multiprocessor_count();
     const int64_t want = std::max<int64_t>(1, slots / (tiles * a.passes));
     a.splits = static_cast<int32_t>(std::min<int64_t>(want, std::max(1, steps / 2)));
     a.steps_per_split = (steps + a.splits - 1) / a.splits;
@@ -371,7 +390,7 @@ void launch(GgufMmaArgs a, cudaStream_t stream) {
           stream_scratch(stream, Scratch::split_partials,
                          sizeof(float) * static_cast<std::size_t>(mn) * a.splits));
     constexpr std::size_t smem = stages<S>() * stage_bytes<S>();
-    QUANTA_CUDA_CHECK(launch_dependent(qmm_gguf_mma_kernel<T, S, MT>,
+    QUANTA_CUDA_CHECK(launch_dependent(qmm_gguf_mma_kernel<T, S, MT, false>,
                                        dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem,
                                        stream, a));
     if (a.splits > 1) {
@@ -385,7 +404,49 @@ void launch(GgufMmaArgs a, cudaStream_t stream) {
   });
 }
 
+// Expert stacks: the rows of x grouped by expert on the device (expert_passes.hpp), then a pass
+// of up to 32 rows of one expert per grid column; K is not split.
+template <class T, Scheme S>
+void launch_gather(GgufMmaArgs a, const int32_t* ids, int32_t batch, DType y_dtype, int* flag,
+                   cudaStream_t stream) {
+  a.groups = group_rows_by_expert(ids, a.m, batch, 8 * kMaxMT, a.y, y_dtype, a.n, flag, stream);
+  a.passes = a.groups.max_passes;
+  a.splits = 1;
+  a.steps_per_split = (a.k + kStepElems - 1) / kStepElems;
+  const int64_t ctas = (a.n + kCtaRows - 1) / kCtaRows * int64_t{a.passes};
+  if (ctas > INT32_MAX)
+    throw Error("[quanta::gather_matmul] gather_qmm_gguf_mma: the grid is too large");
+  ctas_per_sm<T, S, kMaxMT, true>();  // raises the shared-memory limit
+  constexpr std::size_t smem = stages<S>() * stage_bytes<S>();
+  QUANTA_CUDA_CHECK(launch_dependent(qmm_gguf_mma_kernel<T, S, kMaxMT, true>,
+                                     dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem,
+                                     stream, a));
+}
+
 }  // namespace
+
+std::string gather_qmm_gguf_mma_supports(const Problem& p) {
+  if (p.format.info().family != Family::gguf) return "GGUF block formats only";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.op != Op::gather_matmul) return "expert stacks (gather_matmul) only";
+  if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
+  if (p.compute_capability != 0 && p.compute_capability < 80)
+    return "needs sm_80 or newer (bf16 mma.sync, cp.async)";
+  if (p.batch > kMaxGroupedExperts)
+    return "at most " + std::to_string(kMaxGroupedExperts) + " experts (grouped on the device)";
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
+  return {};
+}
+
+// Selected past two rows an expert on average: below, most passes hold one row, and
+// gather_qmv_gguf's single-row passes ran faster (H100: 0.3-0.9x at one row an expert or fewer;
+// 1.1-1.6x at two, 2.0-3.4x at four, 4-27x from eight; docs/PERF.md).
+std::string gather_qmm_gguf_mma_ahead_supports(const Problem& p) {
+  if (p.m < 2 * p.batch)
+    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
+           " experts: fewer than two an expert on average (gather_qmv_gguf is faster there)";
+  return gather_qmm_gguf_mma_supports(p);
+}
 
 std::string qmm_gguf_mma_supports(const Problem& p) {
   if (p.format.info().family != Family::gguf) return "GGUF block formats only";
@@ -398,18 +459,20 @@ std::string qmm_gguf_mma_supports(const Problem& p) {
   return {};
 }
 
-void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
-                  const Context& ctx) {
-  constexpr std::string_view kName = "qmm_gguf_mma", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
+void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                  MatrixView y, const Context& ctx) {
+  const std::string_view kName = expert_ids ? "gather_qmm_gguf_mma" : "qmm_gguf_mma";
+  const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
   // 16-byte cp.async from aligned addresses; x in 8-byte pieces.
   if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
-    return matmul_generic(x, w, nullptr, y, ctx);
+    return matmul_generic(x, w, expert_ids, y, ctx);
   const WeightDesc d = make_desc(w);
   GgufMmaArgs a{};
   a.codes = d.codes;
-  a.codes_end = d.codes + d.row_bytes * d.n;
+  a.codes_end = d.codes + d.code_stride * (d.batch - 1) + d.row_bytes * d.n;
+  a.code_stride = d.code_stride;
   a.x = x.data;
   a.y = y.data;
   a.row_bytes = d.row_bytes;
@@ -417,6 +480,18 @@ void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, M
   a.n = d.n;
   a.k = d.k;
   const cudaStream_t stream = stream_of(ctx);
+  if (expert_ids) {
+    const ExpertFlag flag = expert_flag_begin(ctx);
+    dispatch_half_dtype(x.dtype, [&]<class T>() {  // f16 / bf16: gather_qmm_gguf_mma_supports
+      dispatch_gguf_scheme(w.format.scheme, "[quanta::gather_matmul] gather_qmm_gguf_mma",
+                           [&]<Scheme S>() {
+                             launch_gather<T, S>(a, expert_ids, static_cast<int32_t>(d.batch),
+                                                 y.dtype, flag.device, stream);
+                           });
+    });
+    expert_flag_end(flag, ctx, w.batch, kOp);
+    return;
+  }
   dispatch_half_dtype(x.dtype, [&]<class T>() {  // f16 / bf16: qmm_gguf_mma_supports
     dispatch_gguf_scheme(w.format.scheme, "[quanta::matmul] qmm_gguf_mma",
                          [&]<Scheme S>() { launch<T, S>(a, stream); });

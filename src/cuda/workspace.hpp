@@ -22,6 +22,7 @@ enum class Scratch : int {
   kn_repack = 9,       // qmm_affine_repack: the [N, K] copy of a [K, N] matrix
   rf_x_frags = 10,     // qmm_affine_rf / qmm_scaled_rf: x as B fragments in the kernel's order
   wgrf_x_image = 11,   // qmm_affine_wgrf: x as the kernel's shared-memory image per k-block
+  expert_passes = 12,  // group_rows_by_expert: the rows of x grouped by expert, and their passes
 };
 
 // At least `bytes` of device memory for (stream, slot). Zero-filled when (re)allocated; callers

@@ -115,4 +115,32 @@ inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DT
   }
 }
 
+// gather_matmul through `kernel` on the stack hw (w its device copy) for one row of x per id (every
+// id valid), each row of y against the fp64 oracle after y was poisoned.
+inline void check_gather_rows(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                              std::string_view kernel, const std::vector<int32_t>& ids,
+                              uint32_t seed) {
+  const int64_t m = static_cast<int64_t>(ids.size()), n = hw.n, k = hw.k;
+  DeviceDense x(random_dense(t, m, k, seed, 1.0f, false));
+  DeviceDense y(t, m, n);
+  Context ctx;
+  ctx.kernel = kernel;
+  cuda::DeviceBuffer ids_d(ids.size() * sizeof(int32_t));
+  QUANTA_CUDA_CHECK(
+      cudaMemcpy(ids_d.data(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  y.poison();
+  gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
+  y.download();
+  const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, ids);
+  const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
+  for (int64_t r = 0; r < m; ++r) {
+    Dense got_r(t, 1, n);
+    std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
+    const auto c = ref::compare(
+        got_r.view(), std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)), t);
+    EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " M=" << m
+                        << " row " << r << " (expert " << ids[r] << ") rel_l2 " << c.rel_l2;
+  }
+}
+
 }  // namespace quanta::gpu_test

@@ -210,6 +210,36 @@ TEST_P(CudaGeneric, GgufGather) {
   }
 }
 
+// gather_qmm_gguf_mma: rows grouped by expert on the device, passes of up to 32 rows of one
+// expert. check_gather's six rows (repeats, then two bad ids: NaN rows and an error), then 77 rows
+// in runs over three experts (44 of expert 2: a full pass and a partial one; 22; 11), a short
+// stack of 9 rows with an expert unused, and 70 rows with ids shuffled; ragged N and K.
+TEST_P(CudaGeneric, GgufGroupedGather) {
+  const Format f = GetParam();
+  if (f.info().family != Family::gguf)
+    GTEST_SKIP() << "gather_qmm_gguf_mma serves the GGUF formats";
+  const int64_t k = f.info().block_elems == 32 ? 1024 + 5 * 32 : 1024 + 256;
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw = host_weights(f, t, 37, k, Layout::nk, 13, /*batch=*/3);
+    const QuantizedMatrix w = to_device(hw);
+    gpu_test::check_gather(hw, w, t, "gather_qmm_gguf_mma", 14);
+    std::vector<int32_t> runs;
+    for (auto [e, count] : {std::pair{2, 44}, std::pair{0, 22}, std::pair{1, 11}})
+      runs.insert(runs.end(), count, e);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", runs, 15);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", {1, 1, 0, 1, 0, 0, 1, 1, 0}, 16);
+    std::vector<int32_t> mixed(70);
+    for (std::size_t i = 0; i < mixed.size(); ++i)
+      mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", mixed, 17);
+  }
+  // 300 rows of W (three row tiles) over 8 experts of 256 elements.
+  const QuantizedMatrix hw = host_weights(f, DType::bf16, 300, 256, Layout::nk, 21, /*batch=*/8);
+  std::vector<int32_t> ids(100);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % 8);
+  gpu_test::check_gather_rows(hw, to_device(hw), DType::bf16, "gather_qmm_gguf_mma", ids, 22);
+}
+
 // Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
 // with f32 activations (f16/bf16 affine [N, K] is covered in test_cuda_affine.cpp); several
 // slabs (a 1 MB budget: 128-row slabs at K = 2048 in f32), ragged N. [K, N], every dtype: one
