@@ -30,13 +30,14 @@ for s in $steps; do
       f="$f:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp4:All/CudaGeneric.ScaledRegisterFed/e5m2_channel:All/CudaGeneric.DequantizeThenCublas/mxfp8:All/CudaAffine.GatherKernel/b4_g64:All/CudaAffine.GatherKernel/b3_g32"
       f="$f:All/CudaGeneric.GgufGemv/q4_0:All/CudaGeneric.GgufGemv/q5_1:All/CudaGeneric.GgufGemv/q8_0:All/CudaGeneric.GgufGemv/q3_K:All/CudaGeneric.GgufGemv/q6_K:All/CudaGeneric.GgufGather/q4_K:All/CudaGeneric.GgufGather/q5_0"
       f="$f:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q8_0:All/CudaGeneric.GgufMma/q2_K:All/CudaGeneric.GgufMma/q6_K"
+      f="$f:All/CudaGeneric.GgufGroupedGather/q4_0:All/CudaGeneric.GgufGroupedGather/q6_K:All/CudaGeneric.GgufGroupedGather/q3_K"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b2_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b8_g128"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b4_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b3_g32:All/CudaAffine.RegisterFedQmm/b2_g32:All/CudaAffine.RegisterFedQmm/b3_g64:All/CudaAffine.RegisterFedQmm/b6_g32:All/CudaAffine.RegisterFedQmm/b8_g64"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
         --gtest_filter="$f" >"$OUT/sanitizer.log" 2>&1
       echo "memcheck rc=$?"
       timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$T" --gtest_brief=1 \
-        --gtest_filter='All/CudaAffine.TensorCoreKernelSplitK/b4_g64:All/CudaAffine.AutoSelectionEveryM/b4_g64:All/CudaAffine.IntegerMmaQmv/b8_g128:All/CudaAffine.IntegerMmaSmallM/b4_g32:All/CudaAffine.RegisterFedQmm/b4_g128:All/CudaAffine.RegisterFedQmm/b8_g128:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp8:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q4_K' \
+        --gtest_filter='All/CudaAffine.TensorCoreKernelSplitK/b4_g64:All/CudaAffine.AutoSelectionEveryM/b4_g64:All/CudaAffine.IntegerMmaQmv/b8_g128:All/CudaAffine.IntegerMmaSmallM/b4_g32:All/CudaAffine.RegisterFedQmm/b4_g128:All/CudaAffine.RegisterFedQmm/b8_g128:All/CudaGeneric.ScaledRegisterFed/nvfp4:All/CudaGeneric.ScaledRegisterFed/mxfp8:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q4_K:All/CudaGeneric.GgufGroupedGather/q4_K' \
         >>"$OUT/sanitizer.log" 2>&1
       echo "racecheck rc=$?"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race" "$OUT/sanitizer.log" | sort | uniq -c | head -20
@@ -241,6 +242,12 @@ for s in $steps; do
       for k in qmm_gguf_mma qmm_generic_dq; do
         timeout 200 "$P" --formats "$G" --shapes 14336x5120,5120x14336,27648x5120 --m 16,32,48,64,96,128 \
           --dtypes "${GGUF_DTYPES:-bf16,f16}" --kernel $k --check --no-cublas 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
+      done
+      for k in gather_qmm_gguf_mma gather_qmv_gguf; do  # expert stacks: 8 of Mixtral's, 128 of Qwen3-30B's
+        timeout 150 "$P" --experts 8 --formats q4_0,q4_K,q6_K,q8_0 --shapes 14336x4096,4096x14336 --m 8,16,32,128,512 \
+          --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
+        timeout 100 "$P" --experts 128 --formats q4_0,q4_K,q6_K,q8_0 --shapes 768x2048,2048x768 --m 64,256,1024,4096 \
+          --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
       done
       ;;
     rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)
