@@ -21,8 +21,8 @@ constexpr int kPerThread =
     static_cast<int>(kMaxGroupedExperts) / kThreads;  // experts a thread scans
 static_assert(kPerThread * kThreads == kMaxGroupedExperts);
 
-// Exclusive prefix sums over the CTA of a thread's (a, b); the totals go to *ta, *tb.
-__device__ __forceinline__ void block_exclusive_scan(int& a, int& b, int* ta, int* tb) {
+// Exclusive prefix sums over the CTA of a thread's (a, b); b's total goes to *tb.
+__device__ __forceinline__ void block_exclusive_scan(int& a, int& b, int* tb) {
   __shared__ int wa[kThreads / 32], wb[kThreads / 32];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   int ia = a, ib = b;  // inclusive within the warp
@@ -42,7 +42,7 @@ __device__ __forceinline__ void block_exclusive_scan(int& a, int& b, int* ta, in
       if (lane >= o) sa += ua, sb += ub;
     }
     wa[lane] = sa - va, wb[lane] = sb - vb;
-    if (lane == 31) *ta = sa, *tb = sb;
+    if (lane == 31) *tb = sb;
   }
   __syncthreads();
   a = ia - a + wa[warp];
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
   grid_dependency_release();  // the gather kernel may launch; it waits for these passes
   __shared__ int rows[kMaxGroupedExperts];       // rows of each expert, later a cursor
   __shared__ int first_row[kMaxGroupedExperts];  // its first place in order
-  __shared__ int total_rows, total_passes;
+  __shared__ int total_passes;
   const int t = static_cast<int>(threadIdx.x);
   for (int e = t; e < batch; e += kThreads) rows[e] = 0;
   __syncthreads();
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads)
     cp[i] = (cr[i] + per_pass - 1) / per_pass;
     sr += cr[i], sp += cp[i];
   }
-  block_exclusive_scan(sr, sp, &total_rows, &total_passes);
+  block_exclusive_scan(sr, sp, &total_passes);
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int e = kPerThread * t + i;

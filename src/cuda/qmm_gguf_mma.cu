@@ -352,14 +352,24 @@ __global__ void qmm_gguf_mma_reduce_kernel(const float* partial, T* y, int64_t m
   y[i] = from_f32<T>(v);
 }
 
-// Resident CTAs an SM (and the kernel's shared-memory limit raised, once).
+// The kernel's shared-memory limit raised to its ring, once.
+template <class T, Scheme S, int MT, bool kGather>
+void allow_ring() {
+  static const bool done = [] {
+    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qmm_gguf_mma_kernel<T, S, MT, kGather>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(stages<S>() * stage_bytes<S>())));
+    return true;
+  }();
+  (void)done;
+}
+
+// Resident CTAs an SM.
 template <class T, Scheme S, int MT, bool kGather>
 int ctas_per_sm() {
   static const int n = [] {
+    allow_ring<T, S, MT, kGather>();
     constexpr std::size_t smem = stages<S>() * stage_bytes<S>();
-    QUANTA_CUDA_CHECK(cudaFuncSetAttribute(qmm_gguf_mma_kernel<T, S, MT, kGather>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
     int b = 0;
     QUANTA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &b, qmm_gguf_mma_kernel<T, S, MT, kGather>, kThreads, smem));
@@ -416,7 +426,7 @@ void launch_gather(GgufMmaArgs a, const int32_t* ids, int32_t batch, DType y_dty
   const int64_t ctas = (a.n + kCtaRows - 1) / kCtaRows * int64_t{a.passes};
   if (ctas > INT32_MAX)
     throw Error("[quanta::gather_matmul] gather_qmm_gguf_mma: the grid is too large");
-  ctas_per_sm<T, S, kMaxMT, true>();  // raises the shared-memory limit
+  allow_ring<T, S, kMaxMT, true>();
   constexpr std::size_t smem = stages<S>() * stage_bytes<S>();
   QUANTA_CUDA_CHECK(launch_dependent(qmm_gguf_mma_kernel<T, S, kMaxMT, true>,
                                      dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem,

@@ -75,6 +75,26 @@ inline std::string describe(const QuantizedMatrix& w, DType t, int64_t m) {
 // gather_matmul through `kernel` on a stack of 3 experts (hw on the host, w its device copy) for
 // 6 rows of x: valid ids with repeats, then ids with two outside the stack, whose rows must come
 // back NaN with an error after the launch; every other row against the fp64 oracle.
+// The expert ids on the device.
+inline cuda::DeviceBuffer upload_ids(const std::vector<int32_t>& ids) {
+  cuda::DeviceBuffer d(ids.size() * sizeof(int32_t));
+  QUANTA_CUDA_CHECK(
+      cudaMemcpy(d.data(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Row r of y (downloaded) against row r of the oracle's [M][N] result, at y's dtype's bound.
+inline ref::Comparison compare_row(const DeviceDense& y, const std::vector<double>& want,
+                                   int64_t r) {
+  const int64_t n = y.host.cols;
+  Dense got_r(y.host.dtype, 1, n);
+  const std::size_t row = static_cast<std::size_t>(n) * dtype_size(y.host.dtype);
+  std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
+  return ref::compare(got_r.view(),
+                      std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)),
+                      y.host.dtype);
+}
+
 inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
                          std::string_view kernel, uint32_t seed) {
   const int64_t n = hw.n, k = hw.k;
@@ -84,9 +104,7 @@ inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DT
   ctx.kernel = kernel;
   for (const std::vector<int32_t>& ids :
        {std::vector<int32_t>{2, 0, 2, 1, 1, 0}, std::vector<int32_t>{1, 3, 0, -1, 2, 2}}) {
-    cuda::DeviceBuffer ids_d(ids.size() * sizeof(int32_t));
-    QUANTA_CUDA_CHECK(
-        cudaMemcpy(ids_d.data(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    const cuda::DeviceBuffer ids_d = upload_ids(ids);
     y.poison();
     const bool bad = ids[1] == 3;
     if (bad)
@@ -98,16 +116,11 @@ inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DT
     for (int32_t& e : safe) e = e < 0 || e > 2 ? 0 : e;
     const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, safe);
     for (int64_t r = 0; r < 6; ++r) {
-      const bool nan_row = ids[r] < 0 || ids[r] > 2;
-      Dense got_r(t, 1, n);
-      const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
-      std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
-      if (nan_row) {
-        for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(got_r.at(j))) << r << " " << j;
+      if (ids[r] < 0 || ids[r] > 2) {  // a bad id: the row is NaN
+        for (int64_t j = 0; j < n; ++j)
+          EXPECT_TRUE(std::isnan(y.host.at(r * n + j))) << r << " " << j;
       } else {
-        const auto c = ref::compare(
-            got_r.view(), std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)),
-            t);
+        const auto c = compare_row(y, want, r);
         EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " row "
                             << r << " rel_l2 " << c.rel_l2;
       }
@@ -125,19 +138,13 @@ inline void check_gather_rows(const QuantizedMatrix& hw, const QuantizedMatrix& 
   DeviceDense y(t, m, n);
   Context ctx;
   ctx.kernel = kernel;
-  cuda::DeviceBuffer ids_d(ids.size() * sizeof(int32_t));
-  QUANTA_CUDA_CHECK(
-      cudaMemcpy(ids_d.data(), ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  const cuda::DeviceBuffer ids_d = upload_ids(ids);
   y.poison();
   gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
   y.download();
   const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, ids);
-  const std::size_t row = static_cast<std::size_t>(n) * dtype_size(t);
   for (int64_t r = 0; r < m; ++r) {
-    Dense got_r(t, 1, n);
-    std::memcpy(got_r.bytes.data(), y.host.bytes.data() + r * row, row);
-    const auto c = ref::compare(
-        got_r.view(), std::span<const double>(want.data() + r * n, static_cast<std::size_t>(n)), t);
+    const auto c = compare_row(y, want, r);
     EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " M=" << m
                         << " row " << r << " (expert " << ids[r] << ") rel_l2 " << c.rel_l2;
   }
