@@ -334,14 +334,18 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           }
           p.layout = Layout::nk;
         }
-        p.op = Op::gather_matmul;  // one expert: GGUF f16 / bf16 x grouped from M = 2
+        // One expert: GGUF f16 / bf16 x grouped from M = 2, affine from M = 4.
+        p.op = Op::gather_matmul;
         const Family fam = f.info().family;
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
+        const bool affine = f.scheme == Scheme::affine;
         const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
-        EXPECT_EQ(pick(p), scaled                       ? "gather_qmv_scaled"
-                           : f.scheme == Scheme::affine ? "gather_qmv_affine"
-                           : grouped                    ? "gather_qmm_gguf_mma"
-                                                        : "gather_qmv_gguf")
+        const bool affine_grouped = affine && t != DType::f32 && m >= 4;
+        EXPECT_EQ(pick(p), scaled           ? "gather_qmv_scaled"
+                           : affine_grouped ? "gather_qmm_affine_mma"
+                           : affine         ? "gather_qmv_affine"
+                           : grouped        ? "gather_qmm_gguf_mma"
+                                            : "gather_qmv_gguf")
             << f.name() << " M=" << m;
         p.op = Op::dequantize;
         p.m = 0;
@@ -423,6 +427,35 @@ TEST_F(SelectCuda, AffineGatherRunsItsKernel) {
     p.layout = Layout::kn;
     EXPECT_EQ(pick(p), "gather_matmul_generic") << b << "-bit";
   }
+}
+
+// Affine expert stacks: rows grouped by expert on the tensor cores from four rows an expert on
+// average with f16 / bf16 x and K * bits % 128 == 0; one row a pass otherwise; forced, the
+// grouped kernel takes any M it supports.
+TEST_F(SelectCuda, AffineGatherGroupsFromFourRowsAnExpert) {
+  for (int b : {3, 4, 8})
+    for (int64_t experts : {1, 8, 128})
+      for (DType t : kAllDTypes)
+        for (int64_t m : {int64_t{1}, 4 * experts - 1, 4 * experts, 512 * experts}) {
+          Problem p = affine_problem(m, t, b, 64, 768, 2048);
+          p.op = Op::gather_matmul;
+          p.batch = experts;
+          const bool grouped = t != DType::f32 && m >= 4 * experts;
+          EXPECT_EQ(pick(p), grouped ? "gather_qmm_affine_mma" : "gather_qmv_affine")
+              << b << "-bit " << dtype_name(t) << " M=" << m << " experts=" << experts;
+          if (t != DType::f32) {
+            EXPECT_EQ(std::string(select_kernel(p, "gather_qmm_affine_mma").name),
+                      "gather_qmm_affine_mma");
+          }
+        }
+  Problem p = affine_problem(4096, DType::f16, 3, 64, 768, 2080);  // K * 3 % 128 != 0
+  p.op = Op::gather_matmul;
+  p.batch = 8;
+  EXPECT_EQ(pick(p), "gather_qmv_affine");
+  p.k = 2048;
+  p.batch = cuda::kMaxGroupedExperts + 1;
+  p.m = 4 * p.batch;
+  EXPECT_EQ(pick(p), "gather_qmv_affine");  // more experts than the device grouping counts
 }
 
 // GGUF expert stacks: rows grouped by expert on the tensor cores from two rows an expert on

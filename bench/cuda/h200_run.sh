@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf agather
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -31,6 +31,7 @@ for s in $steps; do
       f="$f:All/CudaGeneric.GgufGemv/q4_0:All/CudaGeneric.GgufGemv/q5_1:All/CudaGeneric.GgufGemv/q8_0:All/CudaGeneric.GgufGemv/q3_K:All/CudaGeneric.GgufGemv/q6_K:All/CudaGeneric.GgufGather/q4_K:All/CudaGeneric.GgufGather/q5_0"
       f="$f:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q8_0:All/CudaGeneric.GgufMma/q2_K:All/CudaGeneric.GgufMma/q6_K"
       f="$f:All/CudaGeneric.GgufGroupedGather/q4_0:All/CudaGeneric.GgufGroupedGather/q6_K:All/CudaGeneric.GgufGroupedGather/q3_K"
+      f="$f:All/CudaAffine.GroupedGather/b4_g64:All/CudaAffine.GroupedGather/b3_g128:All/CudaAffine.GroupedGather/b8_g32"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b2_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b8_g128"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b4_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b3_g32:All/CudaAffine.RegisterFedQmm/b2_g32:All/CudaAffine.RegisterFedQmm/b3_g64:All/CudaAffine.RegisterFedQmm/b6_g32:All/CudaAffine.RegisterFedQmm/b8_g64"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" --gtest_brief=1 \
@@ -248,6 +249,14 @@ for s in $steps; do
           --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
         timeout 100 "$P" --experts 128 --formats q4_0,q4_K,q6_K,q8_0 --shapes 768x2048,2048x768 --m 64,256,1024,4096 \
           --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/gguf.log"
+      done
+      ;;
+    agather)  # affine expert stacks: rows grouped by expert (gather_qmm_affine_mma) against one row a pass
+      for k in gather_qmm_affine_mma gather_qmv_affine; do  # 8 of Mixtral's experts, 128 of Qwen3-30B's
+        timeout 200 "$P" --experts 8 --formats affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 14336x4096,4096x14336 \
+          --m 8,16,32,64,128,512 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
+        timeout 150 "$P" --experts 128 --formats affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 768x2048,2048x768 \
+          --m 128,512,1024,4096 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
       done
       ;;
     rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)

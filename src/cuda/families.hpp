@@ -139,6 +139,10 @@ void qmm_affine_wgrf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*
 std::string qmm_affine_mma_supports(const Problem& p);
 void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                     MatrixView y, const Context& ctx);
+// Expert stacks on the same kernel (gather_matmul): the rows of x grouped by expert on the device
+// (expert_passes.hpp), a pass of up to 128 rows of one expert per grid row.
+std::string gather_qmm_affine_mma_supports(const Problem& p);
+std::string gather_qmm_affine_mma_ahead_supports(const Problem& p);  // M >= 4 rows an expert
 
 // qmv_affine_f32.cu: affine nk, f32 activations, small M, CUDA cores with the
 // scale·Σq·x + bias·Σx split.

@@ -1,12 +1,14 @@
-// qmm_affine_mma host side: the supports rule, the split-K choice and the dispatch to the
-// instantiations in qmm_affine_mma_w*.cu.
+// qmm_affine_mma host side: the supports rules, the split-K choice, the expert grouping for
+// gather_matmul and the dispatch to the instantiations in qmm_affine_mma_w*.cu.
 #include <algorithm>
 #include <bit>
 #include <string>
 
 #include "cuda/checks.hpp"
+#include "cuda/expert_passes.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_mma.cuh"
+#include "cuda/weights.cuh"  // make_desc
 #include "cuda/workspace.hpp"
 
 namespace quanta::cuda {
@@ -18,25 +20,88 @@ QUANTA_MMA_WIDTH(extern, 5)
 QUANTA_MMA_WIDTH(extern, 6)
 QUANTA_MMA_WIDTH(extern, 8)
 
-std::string qmm_affine_mma_supports(const Problem& p) {
+namespace {
+
+constexpr int64_t kMaxGridY = 65535;
+
+// The rules both ops share.
+std::string affine_mma_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "needs the affine format";
   if (p.layout != Layout::nk) return "needs the [N, K] layout";
   if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
   if (p.compute_capability < 80) return "needs sm_80 or newer (bf16 mma.sync)";
   if ((p.k * p.format.bits) % 128 != 0)
     return "needs K * bits % 128 == 0 (16-byte code rows), K = " + std::to_string(p.k);
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
   return {};
 }
 
-void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
-                    const Context& ctx) {
-  constexpr std::string_view kName = "qmm_affine_mma", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
+// Expert stacks: the rows of x grouped by expert on the device (no host sync, graph-safe), then
+// one grid row per pass of up to 128 rows of one expert; K is not split.
+template <class T>
+void launch_gather(MmaArgs a, const QuantizedMatrix& w, const int32_t* ids, DType y_dtype,
+                   int* flag, cudaStream_t stream) {
+  const WeightDesc d = make_desc(w);
+  a.code_stride = d.code_stride;
+  a.scale_stride = d.scale_stride;
+  a.bias_stride = d.bias_stride;
+  a.groups = group_rows_by_expert(ids, a.m, d.batch, kMmaBM, a.y, y_dtype, a.n, flag, stream);
+  if (a.groups.max_passes > kMaxGridY)
+    throw Error("[quanta::gather_matmul] gather_qmm_affine_mma: x: " + std::to_string(a.m) +
+                " rows make more passes than a grid holds (" + std::to_string(kMaxGridY) + ")");
+  a.kslice = (a.k + kMmaBK - 1) / kMmaBK * kMmaBK;
+  a.split = split_tile(1, a.m, a.n, 0, stream);
+  const dim3 grid(static_cast<unsigned>((a.n + kMmaBN - 1) / kMmaBN),
+                  static_cast<unsigned>(a.groups.max_passes), 1);
+  dispatch_value<kAffineBitsList>(
+      w.format.bits, [&]<int BITS>() { launch_qmm_affine_mma<T, BITS, true>(a, grid, stream); });
+}
+
+}  // namespace
+
+std::string qmm_affine_mma_supports(const Problem& p) {
+  if (p.op != Op::matmul || p.batch != 1) return "one matrix (a stack runs gather_qmm_affine_mma)";
+  return affine_mma_supports(p);
+}
+
+std::string gather_qmm_affine_mma_supports(const Problem& p) {
+  if (p.op != Op::gather_matmul) return "expert stacks (gather_matmul) only";
+  if (p.batch > kMaxGroupedExperts)
+    return "at most " + std::to_string(kMaxGroupedExperts) + " experts (grouped on the device)";
+  return affine_mma_supports(p);
+}
+
+// Selected from four rows an expert on average. A pass costs about the same from 1 to 128 rows (the
+// dequantized 128 x 128 tiles are the work), so below that gather_qmv_affine's single-row passes
+// run faster (H100, 8 and 128 experts: 0.41-0.68x at one row an expert, 0.79-1.07x at two,
+// 1.56-2.67x at four, 22-32x at 64; docs/PERF.md).
+std::string gather_qmm_affine_mma_ahead_supports(const Problem& p) {
+  constexpr int64_t kGroupedRows = 4;
+  if (p.m < kGroupedRows * p.batch)
+    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
+           " experts: fewer than " + std::to_string(kGroupedRows) +
+           " an expert on average (gather_qmv_affine is faster there)";
+  return gather_qmm_affine_mma_supports(p);
+}
+
+void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                    MatrixView y, const Context& ctx) {
+  const std::string_view kName = expert_ids ? "gather_qmm_affine_mma" : "qmm_affine_mma";
+  const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
   if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
-    return matmul_generic(x, w, nullptr, y, ctx);
+    return matmul_generic(x, w, expert_ids, y, ctx);
   MmaArgs a{};
   set_affine_operands(a, x, w, y);
+  if (expert_ids) {
+    const ExpertFlag flag = expert_flag_begin(ctx);
+    dispatch_half_dtype(x.dtype, [&]<class T>() {  // f16 / bf16: gather_qmm_affine_mma_supports
+      launch_gather<T>(a, w, expert_ids, y.dtype, flag.device, stream_of(ctx));
+    });
+    expert_flag_end(flag, ctx, w.batch, kOp);
+    return;
+  }
   const int n_tiles = (a.n + kMmaBN - 1) / kMmaBN, m_tiles = (a.m + kMmaBM - 1) / kMmaBM;
   // One CTA per multiprocessor (shared memory): split K until about every one has work.
   const int sms = multiprocessor_count();
@@ -53,7 +118,7 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
                   static_cast<unsigned>(splits));
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     dispatch_value<kAffineBitsList>(
-        w.format.bits, [&]<int BITS>() { launch_qmm_affine_mma<T, BITS>(a, grid, stream); });
+        w.format.bits, [&]<int BITS>() { launch_qmm_affine_mma<T, BITS, false>(a, grid, stream); });
   });
 }
 

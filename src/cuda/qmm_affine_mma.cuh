@@ -11,6 +11,9 @@
 //              W, 16 mma.sync m16n8k16. Tiles are [rows][128] with 16-byte chunks XOR-swizzled by
 //              row, so ldmatrix and the copies are conflict-free.
 //   split-K    over gridDim.z when the (m, n) tiles alone would leave multiprocessors idle.
+//   gather     (kGather, expert stacks) gridDim.y walks the passes of group_rows_by_expert: a
+//              pass is up to 128 rows of x with one expert, gathered through `order` into the x
+//              tile and scattered back into y the same way; K is not split.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +22,7 @@
 
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
+#include "cuda/expert_passes.hpp"
 #include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
 #include "cuda/split_k.cuh"
@@ -32,6 +36,8 @@ struct MmaArgs {
   const void* x;  // [M][K]
   void* y;        // [M][N]
   SplitTile split;
+  ExpertPasses groups;                             // gather: the rows of x by expert
+  int64_t code_stride, scale_stride, bias_stride;  // gather: bytes per expert
   int32_t m, n, k, log2_group;
   int32_t kslice;  // codes of K per split, a multiple of kMmaBK
 };
@@ -62,32 +68,57 @@ __device__ constexpr int pair_of(int c) {
   return 0;
 }
 
-template <class T, int BITS>
+template <class T, int BITS, bool kGather>
 __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const MmaArgs a) {
   using Geo = MmaGeom<BITS>;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* wdq = smem + kMmaStages * Geo::kStageBytes;  // [128 n][128 k] dequantized W
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wm = warp / 4, wn = warp % 4;  // warp tile: rows 64·wm.., columns 32·wn..
-  const int n0 = blockIdx.x * kMmaBN, m0 = blockIdx.y * kMmaBM;
+  const int n0 = blockIdx.x * kMmaBN;
+  int m0 = blockIdx.y * kMmaBM, m_end = a.m;  // the tile's rows of x: [m0, min(m0 + 128, m_end))
+  const int32_t* order = nullptr;             // gather: row r of the tile is x's row order[r]
+  const uint8_t* codes = a.codes;
+  const uint8_t* scale_bytes = a.scales;
+  const uint8_t* bias_bytes = a.biases;
+  if constexpr (kGather) {
+    grid_dependency_wait();  // the passes: behind the grouping kernel
+    if (static_cast<int>(blockIdx.y) >= *a.groups.count) return;
+    const ExpertPass gp = a.groups.pass[blockIdx.y];
+    codes += gp.expert * a.code_stride;
+    scale_bytes += gp.expert * a.scale_stride;
+    bias_bytes += gp.expert * a.bias_stride;
+    order = a.groups.order + gp.start;
+    m0 = 0;
+    m_end = gp.rows;
+  }
   const int kb = blockIdx.z * a.kslice, ke = min(a.k, kb + a.kslice);
   const int num_stages = (ke - kb + kMmaBK - 1) / kMmaBK;
   const int64_t row_bytes = static_cast<int64_t>(a.k) * BITS / 8;
   const int groups = a.k >> a.log2_group;
   const T* x = static_cast<const T*>(a.x);
-  const T* sc = reinterpret_cast<const T*>(a.scales);
-  const T* bi = reinterpret_cast<const T*>(a.biases);
+  const T* sc = reinterpret_cast<const T*>(scale_bytes);
+  const T* bi = reinterpret_cast<const T*>(bias_bytes);
+  // The rows of x this thread copies into the x tile (rows tid / 16 + 16 i), null past the tile.
+  constexpr int kXCopies = 128 * 16 / kMmaThreads;
+  const T* xsrc[kXCopies];
+#pragma unroll
+  for (int i = 0; i < kXCopies; ++i) {
+    const int r = (tid + i * kMmaThreads) / 16;
+    xsrc[i] = m0 + r < m_end
+                  ? x + static_cast<int64_t>(kGather ? order[r] : m0 + r) * a.k + 8 * (tid % 16)
+                  : nullptr;
+  }
 
   auto load_stage = [&](int st) {
     uint8_t* base = smem + (st % kMmaStages) * Geo::kStageBytes;
     const int k0 = kb + st * kMmaBK;
     // x tile: 128 rows x 16 chunks of 8 activations.
 #pragma unroll
-    for (int i = 0; i < 128 * 16 / kMmaThreads; ++i) {
+    for (int i = 0; i < kXCopies; ++i) {
       const int u = tid + i * kMmaThreads, r = u / 16, c = u % 16;
-      const bool ok = m0 + r < a.m && k0 + 8 * c < ke;
-      const T* src = ok ? x + static_cast<int64_t>(m0 + r) * a.k + k0 + 8 * c : x;
-      cp_async_16(base + tile_offset(r, c), src, ok);
+      const bool ok = xsrc[i] != nullptr && k0 + 8 * c < ke;
+      cp_async_16(base + tile_offset(r, c), ok ? xsrc[i] + k0 : x, ok);
     }
     // W codes: 128 rows x kCodeRow bytes.
     uint8_t* cb = base + kMmaTileBytes;
@@ -100,7 +131,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
       const int r = u / kUnits, c = u % kUnits;
       const int64_t byte = static_cast<int64_t>(k0) * BITS / 8 + 16 * c;
       const bool ok = n0 + r < a.n && byte < end_byte;
-      const uint8_t* src = ok ? a.codes + static_cast<int64_t>(n0 + r) * row_bytes + byte : a.codes;
+      const uint8_t* src = ok ? codes + static_cast<int64_t>(n0 + r) * row_bytes + byte : codes;
       cp_async_16(cb + r * Geo::kCodeRow + 16 * c, src, ok);
     }
   };
@@ -210,8 +241,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + 64 * wm + 16 * i + g + 8 * h, n = n0 + 32 * wn + 8 * j + 2 * q;
-        if (m >= a.m || n >= a.n) continue;
-        const int64_t idx = static_cast<int64_t>(m) * a.n + n;
+        if (m >= m_end || n >= a.n) continue;
+        const int64_t idx = static_cast<int64_t>(kGather ? order[m] : m) * a.n + n;
         const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
         if (a.split.splits == 1) {
           y[idx] = from_f32<T>(v0);
@@ -226,18 +257,25 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
                     kMmaBN, y);
 }
 
-template <class T, int BITS>
+// kGather: launched behind the grouping kernel (programmatic dependent launch).
+template <class T, int BITS, bool kGather>
 void launch_qmm_affine_mma(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = MmaGeom<BITS>::kSmemBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      qmm_affine_mma_kernel<T, BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      qmm_affine_mma_kernel<T, BITS, kGather>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   QUANTA_CUDA_CHECK(attr);
-  qmm_affine_mma_kernel<T, BITS><<<grid, kMmaThreads, kSmem, stream>>>(a);
-  QUANTA_CUDA_CHECK_LAUNCH();
+  if constexpr (kGather) {
+    QUANTA_CUDA_CHECK(launch_dependent(qmm_affine_mma_kernel<T, BITS, true>, grid,
+                                       dim3(kMmaThreads), kSmem, stream, a));
+  } else {
+    qmm_affine_mma_kernel<T, BITS, false><<<grid, kMmaThreads, kSmem, stream>>>(a);
+    QUANTA_CUDA_CHECK_LAUNCH();
+  }
 }
 
-#define QUANTA_MMA_ONE(EXTERN, T, BITS) \
-  EXTERN template void launch_qmm_affine_mma<T, BITS>(const MmaArgs&, dim3, cudaStream_t);
+#define QUANTA_MMA_ONE(EXTERN, T, BITS)                                                           \
+  EXTERN template void launch_qmm_affine_mma<T, BITS, false>(const MmaArgs&, dim3, cudaStream_t); \
+  EXTERN template void launch_qmm_affine_mma<T, BITS, true>(const MmaArgs&, dim3, cudaStream_t);
 #define QUANTA_MMA_WIDTH(EXTERN, BITS) \
   QUANTA_MMA_ONE(EXTERN, __half, BITS) \
   QUANTA_MMA_ONE(EXTERN, __nv_bfloat16, BITS)

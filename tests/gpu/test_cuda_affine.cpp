@@ -417,6 +417,30 @@ TEST_P(CudaAffine, GatherKernel) {
   }
 }
 
+// gather_qmm_affine_mma: rows grouped by expert on the device, passes of up to 128 rows of one
+// expert on qmm_affine_mma's tiles. check_gather's six rows (repeats, then two bad ids: NaN rows
+// and an error), then 173 rows in runs over three experts (140 of expert 2: a full pass and a
+// partial one; 22; 11), 9 rows with an expert unused and 70 with ids shuffled; N = 300 (a
+// partial third column tile), K = 1152 (nine stages of 128).
+TEST_P(CudaAffine, GroupedGather) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw =
+        host_weights(Format::affine(bits, group), t, 300, 1152, Layout::nk, 23, /*batch=*/3);
+    const QuantizedMatrix w = to_device(hw);
+    gpu_test::check_gather(hw, w, t, "gather_qmm_affine_mma", 24);
+    std::vector<int32_t> runs;
+    for (auto [e, count] : {std::pair{2, 140}, std::pair{0, 22}, std::pair{1, 11}})
+      runs.insert(runs.end(), count, e);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", runs, 25);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", {1, 1, 0, 1, 0, 0, 1, 1, 0}, 26);
+    std::vector<int32_t> mixed(70);
+    for (std::size_t i = 0; i < mixed.size(); ++i)
+      mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
+    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", mixed, 27);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, CudaAffine, ::testing::ValuesIn(affine_cases()), [](const auto& p) {
   return "b" + std::to_string(p.param.bits) + "_g" + std::to_string(p.param.group);
 });
