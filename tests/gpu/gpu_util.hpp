@@ -10,6 +10,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/kernel.hpp"
@@ -148,6 +149,23 @@ inline void check_gather_rows(const QuantizedMatrix& hw, const QuantizedMatrix& 
     EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " M=" << m
                         << " row " << r << " (expert " << ids[r] << ") rel_l2 " << c.rel_l2;
   }
+}
+
+// The grouped gathers' row sets on a stack of 3 experts (hw, w its device copy): check_gather's
+// six rows (repeats, then bad ids), runs of `first_run` rows of expert 2 (longer than a pass), 22
+// of expert 0 and 11 of expert 1, 9 rows with expert 2 unused, and 70 rows with ids shuffled.
+inline void check_grouped_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                                 std::string_view kernel, int first_run, uint32_t seed) {
+  check_gather(hw, w, t, kernel, seed);
+  std::vector<int32_t> runs;
+  for (auto [e, count] : {std::pair{2, first_run}, std::pair{0, 22}, std::pair{1, 11}})
+    runs.insert(runs.end(), static_cast<std::size_t>(count), e);
+  check_gather_rows(hw, w, t, kernel, runs, seed + 1);
+  check_gather_rows(hw, w, t, kernel, {1, 1, 0, 1, 0, 0, 1, 1, 0}, seed + 2);
+  std::vector<int32_t> mixed(70);
+  for (std::size_t i = 0; i < mixed.size(); ++i)
+    mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
+  check_gather_rows(hw, w, t, kernel, mixed, seed + 3);
 }
 
 }  // namespace quanta::gpu_test

@@ -427,17 +427,7 @@ TEST_P(CudaAffine, GroupedGather) {
   for (DType t : {DType::f16, DType::bf16}) {
     const QuantizedMatrix hw =
         host_weights(Format::affine(bits, group), t, 300, 1152, Layout::nk, 23, /*batch=*/3);
-    const QuantizedMatrix w = to_device(hw);
-    gpu_test::check_gather(hw, w, t, "gather_qmm_affine_mma", 24);
-    std::vector<int32_t> runs;
-    for (auto [e, count] : {std::pair{2, 140}, std::pair{0, 22}, std::pair{1, 11}})
-      runs.insert(runs.end(), count, e);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", runs, 25);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", {1, 1, 0, 1, 0, 0, 1, 1, 0}, 26);
-    std::vector<int32_t> mixed(70);
-    for (std::size_t i = 0; i < mixed.size(); ++i)
-      mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_affine_mma", mixed, 27);
+    gpu_test::check_grouped_gather(hw, to_device(hw), t, "gather_qmm_affine_mma", 140, 24);
   }
 }
 

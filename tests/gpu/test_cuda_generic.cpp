@@ -221,17 +221,7 @@ TEST_P(CudaGeneric, GgufGroupedGather) {
   const int64_t k = f.info().block_elems == 32 ? 1024 + 5 * 32 : 1024 + 256;
   for (DType t : {DType::f16, DType::bf16}) {
     const QuantizedMatrix hw = host_weights(f, t, 37, k, Layout::nk, 13, /*batch=*/3);
-    const QuantizedMatrix w = to_device(hw);
-    gpu_test::check_gather(hw, w, t, "gather_qmm_gguf_mma", 14);
-    std::vector<int32_t> runs;
-    for (auto [e, count] : {std::pair{2, 44}, std::pair{0, 22}, std::pair{1, 11}})
-      runs.insert(runs.end(), count, e);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", runs, 15);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", {1, 1, 0, 1, 0, 0, 1, 1, 0}, 16);
-    std::vector<int32_t> mixed(70);
-    for (std::size_t i = 0; i < mixed.size(); ++i)
-      mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
-    gpu_test::check_gather_rows(hw, w, t, "gather_qmm_gguf_mma", mixed, 17);
+    gpu_test::check_grouped_gather(hw, to_device(hw), t, "gather_qmm_gguf_mma", 44, 14);
   }
   // 300 rows of W (three row tiles) over 8 experts of 256 elements.
   const QuantizedMatrix hw = host_weights(f, DType::bf16, 300, 256, Layout::nk, 21, /*batch=*/8);
