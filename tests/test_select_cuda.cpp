@@ -334,14 +334,19 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           }
           p.layout = Layout::nk;
         }
-        // One expert: GGUF f16 / bf16 x grouped from M = 2, affine from M = 4.
+        // One expert: GGUF f16 / bf16 x grouped from M = 2, affine and the 8-bit scaled formats
+        // from M = 4, fp4 from M = 8 (E8M0-scaled codes with bf16 x only).
         p.op = Op::gather_matmul;
         const Family fam = f.info().family;
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
         const bool affine = f.scheme == Scheme::affine;
         const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
         const bool affine_grouped = affine && t != DType::f32 && m >= 4;
-        EXPECT_EQ(pick(p), scaled           ? "gather_qmv_scaled"
+        const bool scaled_grouped =
+            scaled && m >= (f.bits == 4 ? 8 : 4) &&
+            (t == DType::bf16 || (t == DType::f16 && f.info().scale != ScaleEncoding::e8m0));
+        EXPECT_EQ(pick(p), scaled_grouped   ? "gather_qmm_scaled_mma"
+                           : scaled         ? "gather_qmv_scaled"
                            : affine_grouped ? "gather_qmm_affine_mma"
                            : affine         ? "gather_qmv_affine"
                            : grouped        ? "gather_qmm_gguf_mma"
@@ -456,6 +461,29 @@ TEST_F(SelectCuda, AffineGatherGroupsFromFourRowsAnExpert) {
   p.batch = cuda::kMaxGroupedExperts + 1;
   p.m = 4 * p.batch;
   EXPECT_EQ(pick(p), "gather_qmv_affine");  // more experts than the device grouping counts
+}
+
+// Microscaled and fp8 expert stacks: the same from eight rows an expert for the 4-bit codes and
+// four for the 8-bit ones, with bf16 x for the E8M0-scaled codes and f16 / bf16 x for the others;
+// f32 x and fewer rows run one row a pass.
+TEST_F(SelectCuda, ScaledGatherGroupsFromEightOrFourRowsAnExpert) {
+  for (Format f : {Format::mxfp4(), Format::nvfp4(), Format::mxfp8(), Format::fp8_e4m3(),
+                   Format::fp8_e5m2(Granularity::tensor)})
+    for (int64_t experts : {1, 32})
+      for (DType t : kAllDTypes)
+        for (int64_t rows : {1, 4, 8, 512})
+          for (int64_t m : {rows * experts - 1, rows * experts}) {
+            if (m < 1) continue;
+            Problem p = affine_problem(m, t, 4, 64, 2880, 2880);  // gpt-oss's expert shape
+            p.format = f;
+            p.op = Op::gather_matmul;
+            p.batch = experts;
+            const bool dtype_ok =
+                t == DType::bf16 || (t == DType::f16 && f.info().scale != ScaleEncoding::e8m0);
+            const bool grouped = dtype_ok && m >= (f.bits == 4 ? 8 : 4) * experts;
+            EXPECT_EQ(pick(p), grouped ? "gather_qmm_scaled_mma" : "gather_qmv_scaled")
+                << f.name() << " " << dtype_name(t) << " M=" << m << " experts=" << experts;
+          }
 }
 
 // GGUF expert stacks: rows grouped by expert on the tensor cores from two rows an expert on

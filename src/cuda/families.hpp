@@ -144,6 +144,13 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* 
 std::string gather_qmm_affine_mma_supports(const Problem& p);
 std::string gather_qmm_affine_mma_ahead_supports(const Problem& p);  // M >= 4 rows an expert
 
+// gather_qmm_scaled_mma.cu: the same grouping and tile kernel for the microscaled and fp8 [N, K]
+// expert stacks (f16/bf16 x; E8M0-scaled codes with bf16 x only).
+std::string gather_qmm_scaled_mma_supports(const Problem& p);
+std::string gather_qmm_scaled_mma_ahead_supports(const Problem& p);  // 8 (fp4) / 4 rows an expert
+void gather_qmm_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                           MatrixView y, const Context& ctx);
+
 // qmv_affine_f32.cu: affine nk, f32 activations, small M, CUDA cores with the
 // scale·Σq·x + bias·Σx split.
 std::string qmv_affine_f32_supports(const Problem& p);

@@ -14,17 +14,22 @@
 //   gather     (kGather, expert stacks) gridDim.y walks the passes of group_rows_by_expert: a
 //              pass is up to 128 rows of x with one expert, gathered through `order` into the x
 //              tile and scattered back into y the same way; K is not split.
+//   scaled     (S a microscaled or fp8 scheme, expert stacks only) the tile holds v·s, exact in x's
+//              dtype (E2M1 or fp8 values times an E8M0 or E4M3 scale; E8M0 with bf16 x only), and
+//              fp8's row or tensor scale and nvfp4's global scale multiply the f32 sums.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/affine_unpack.cuh"
 #include "cuda/common.cuh"
 #include "cuda/expert_passes.hpp"
 #include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
+#include "cuda/scaled_decode.cuh"
 #include "cuda/split_k.cuh"
 
 namespace quanta::cuda {
@@ -38,6 +43,8 @@ struct MmaArgs {
   SplitTile split;
   ExpertPasses groups;                             // gather: the rows of x by expert
   int64_t code_stride, scale_stride, bias_stride;  // gather: bytes per expert
+  float global;                                    // scaled: nvfp4's global scale (1 otherwise)
+  int32_t per_row;  // fp8: 1 for a scale per row of W, 0 for one per matrix
   int32_t m, n, k, log2_group;
   int32_t kslice;  // codes of K per split, a multiple of kMmaBK
 };
@@ -68,8 +75,48 @@ __device__ constexpr int pair_of(int c) {
   return 0;
 }
 
-template <class T, int BITS, bool kGather>
+// Codes per scale along K: the microscaled schemes' group, 0 for fp8 (a row or tensor scale) and
+// for affine (its own scales).
+template <Scheme S>
+constexpr int scale_group() {
+  if constexpr (S == Scheme::affine) {
+    return 0;
+  } else {
+    return ScaledTraits<S>::kGroup;
+  }
+}
+
+// Two floats as a pair of T, each rounded once.
+template <class T>
+__device__ __forceinline__ uint32_t pair_of_floats(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>)
+    return as_u32(__floats2half2_rn(lo, hi));
+  else
+    return as_u32(__floats2bfloat162_rn(lo, hi));
+}
+
+// The scaled schemes' chunk of 32 codes (BITS 32-bit words, element order) as 16 pairs of T in
+// natural order, each v·s exact; s covers codes 0-15 and 16-31 (fp8's scales come later).
+template <class T, Scheme S, int BITS>
+__device__ __forceinline__ void scaled_chunk(const uint32_t (&w)[BITS], const float (&s)[2],
+                                             uint32_t (&nat)[16]) {
+  constexpr ElementCode kCode = ScaledTraits<S>::kCode;
+  constexpr int kPerWord = 32 / BITS;  // 8 fp4 or 4 fp8 codes a word
+  constexpr float kUnit = kCode == ElementCode::e2m1 ? 16384.0f : 1.0f;  // e2m1 reads v·2^-14
+#pragma unroll
+  for (int i = 0; i < BITS; ++i) {
+    float v[kPerWord];
+    decode_word<kCode>(w[i], v);
+    const float si = s[kPerWord * i / 16] * kUnit;
+#pragma unroll
+    for (int j = 0; j < kPerWord; j += 2)
+      nat[(kPerWord * i + j) / 2] = pair_of_floats<T>(v[j] * si, v[j + 1] * si);
+  }
+}
+
+template <class T, int BITS, bool kGather, Scheme S = Scheme::affine>
 __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const MmaArgs a) {
+  constexpr bool kScaled = S != Scheme::affine;
   using Geo = MmaGeom<BITS>;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* wdq = smem + kMmaStages * Geo::kStageBytes;  // [128 n][128 k] dequantized W
@@ -164,14 +211,19 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
     cp_async_commit();
   }
   T s_cur[2], b_cur[2], s_next[2], b_next[2];
-  load_scales(0, s_cur, b_cur);
+  if constexpr (!kScaled) load_scales(0, s_cur, b_cur);
+  // Scaled: row dr's scale bytes (E8M0 / E4M3 per group of 32 / 16 codes).
+  constexpr int kScaleGroup = scale_group<S>();
+  const uint8_t* srow =
+      scale_bytes +
+      (kScaleGroup ? static_cast<int64_t>(min(n0 + dr, a.n - 1)) * (a.k / max(kScaleGroup, 1)) : 0);
 
   for (int st = 0; st < num_stages; ++st) {
     cp_async_wait<kMmaStages - 2>();
     __syncthreads();  // stage st landed; the previous stage's math is done with wdq
     if (st + kMmaStages - 1 < num_stages) load_stage(st + kMmaStages - 1);
     cp_async_commit();
-    load_scales(st + 1, s_next, b_next);
+    if constexpr (!kScaled) load_scales(st + 1, s_next, b_next);
 
     const uint8_t* base = smem + (st % kMmaStages) * Geo::kStageBytes;
     {  // dequantize W codes -> wdq, natural k order
@@ -182,14 +234,28 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
 #pragma unroll
         for (int i = 0; i < BITS; ++i)
           w[i] = reinterpret_cast<const uint32_t*>(cb + 4 * BITS * c)[i];
-        uint32_t ap[16];
-        dequant_chunk<T, BITS>(w, s_cur[c], b_cur[c], ap);
         uint32_t nat[16];  // nat[j] = (code 2j, code 2j + 1)
+        if constexpr (kScaled) {
+          const int kc = kb + st * kMmaBK + 64 * dh + 32 * c;  // the chunk's first code
+          float sg[2] = {1.0f, 1.0f};
+          if (kc < ke) {
+            if constexpr (S == Scheme::nvfp4) {
+              sg[0] = codec::e4m3_to_float(srow[kc / 16]);
+              sg[1] = codec::e4m3_to_float(srow[kc / 16 + 1]);
+            } else if constexpr (S == Scheme::mxfp4 || S == Scheme::mxfp8) {
+              sg[0] = sg[1] = codec::e8m0_to_float(srow[kc / 32]);
+            }
+          }
+          scaled_chunk<T, S, BITS>(w, sg, nat);
+        } else {
+          uint32_t ap[16];
+          dequant_chunk<T, BITS>(w, s_cur[c], b_cur[c], ap);
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const int p0 = pair_of<BITS>(2 * j), p1 = pair_of<BITS>(2 * j + 1);
-          const uint32_t h0 = pair_hi<BITS>(p0) == 2 * j, h1 = pair_hi<BITS>(p1) == 2 * j + 1;
-          nat[j] = __byte_perm(ap[p0], ap[p1], (h0 ? 0x0032 : 0x0010) | (h1 ? 0x7600 : 0x5400));
+          for (int j = 0; j < 16; ++j) {
+            const int p0 = pair_of<BITS>(2 * j), p1 = pair_of<BITS>(2 * j + 1);
+            const uint32_t h0 = pair_hi<BITS>(p0) == 2 * j, h1 = pair_hi<BITS>(p1) == 2 * j + 1;
+            nat[j] = __byte_perm(ap[p0], ap[p1], (h0 ? 0x0032 : 0x0010) | (h1 ? 0x7600 : 0x5400));
+          }
         }
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4)
@@ -222,10 +288,12 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j]);
     }
+    if constexpr (!kScaled) {
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      s_cur[c] = s_next[c];
-      b_cur[c] = b_next[c];
+      for (int c = 0; c < 2; ++c) {
+        s_cur[c] = s_next[c];
+        b_cur[c] = b_next[c];
+      }
     }
   }
   cp_async_wait<0>();
@@ -243,7 +311,15 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
         const int m = m0 + 64 * wm + 16 * i + g + 8 * h, n = n0 + 32 * wn + 8 * j + 2 * q;
         if (m >= m_end || n >= a.n) continue;
         const int64_t idx = static_cast<int64_t>(kGather ? order[m] : m) * a.n + n;
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if constexpr (kScaled && kScaleGroup == 0) {
+          const float* rs = reinterpret_cast<const float*>(scale_bytes);  // fp8: f32 [N] or [1]
+          v0 *= rs[a.per_row ? n : 0];
+          v1 *= rs[a.per_row ? min(n + 1, a.n - 1) : 0];
+        } else if constexpr (S == Scheme::nvfp4) {
+          v0 *= a.global;
+          v1 *= a.global;
+        }
         if (a.split.splits == 1) {
           y[idx] = from_f32<T>(v0);
           if (n + 1 < a.n) y[idx + 1] = from_f32<T>(v1);
@@ -258,14 +334,16 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
 }
 
 // kGather: launched behind the grouping kernel (programmatic dependent launch).
-template <class T, int BITS, bool kGather>
+template <class T, int BITS, bool kGather, Scheme S = Scheme::affine>
 void launch_qmm_affine_mma(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
+  static_assert(kGather || S == Scheme::affine, "the scaled schemes run expert stacks only");
   constexpr int kSmem = MmaGeom<BITS>::kSmemBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      qmm_affine_mma_kernel<T, BITS, kGather>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(qmm_affine_mma_kernel<T, BITS, kGather, S>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   QUANTA_CUDA_CHECK(attr);
   if constexpr (kGather) {
-    QUANTA_CUDA_CHECK(launch_dependent(qmm_affine_mma_kernel<T, BITS, true>, grid,
+    QUANTA_CUDA_CHECK(launch_dependent(qmm_affine_mma_kernel<T, BITS, true, S>, grid,
                                        dim3(kMmaThreads), kSmem, stream, a));
   } else {
     qmm_affine_mma_kernel<T, BITS, false><<<grid, kMmaThreads, kSmem, stream>>>(a);

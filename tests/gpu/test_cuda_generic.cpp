@@ -123,6 +123,22 @@ TEST_P(CudaGeneric, ScaledGather) {
   }
 }
 
+// gather_qmm_scaled_mma: rows grouped by expert on the device, passes of up to 128 rows of one
+// expert on qmm_affine_mma's tile kernel (check_grouped_gather's row sets), f16 and bf16 x (bf16
+// only for the E8M0-scaled codes); N = 300 (a partial third column tile), K = 1184 (nine stages
+// of 128 and a partial tenth).
+TEST_P(CudaGeneric, ScaledGroupedGather) {
+  const Format f = GetParam();
+  if (!scaled_format(f))
+    GTEST_SKIP() << "gather_qmm_scaled_mma serves the microscaled and fp8 formats";
+  const bool e8m0 = f.info().scale == ScaleEncoding::e8m0;
+  for (DType t : {DType::f16, DType::bf16}) {
+    if (e8m0 && t == DType::f16) continue;
+    const QuantizedMatrix hw = host_weights(f, t, 300, 1184, Layout::nk, 31, /*batch=*/3);
+    gpu_test::check_grouped_gather(hw, to_device(hw), t, "gather_qmm_scaled_mma", 140, 32);
+  }
+}
+
 // qmv_gguf (GGUF [N, K], CUDA cores): K in segments of 1024 elements, one piece of 32 a lane: a
 // K of 2 segments and a partial third (lanes past its pieces idle), of one partial segment, and
 // of a single block, and 10 segments over 5 warps; N not a multiple of a CTA's 4 rows (and N = 1);

@@ -1,0 +1,112 @@
+// gather_qmm_scaled_mma: gather_matmul for the microscaled (mxfp4, nvfp4, mxfp8) and fp8 (e4m3,
+// e5m2) [N, K] expert stacks with f16 / bf16 x, on qmm_affine_mma's tile kernel: the rows of x
+// grouped by expert on the device (expert_passes.cu), then one grid row per pass of up to 128 rows
+// of one expert, its codes dequantized once a CTA into an exact v·s tile (qmm_affine_mma.cuh).
+// gpt-oss ships its experts as mxfp4: before this, a prefill ran gather_qmv_scaled, one row of x
+// a pass over its expert's matrix.
+#include <string>
+#include <type_traits>
+
+#include "cuda/checks.hpp"
+#include "cuda/expert_passes.hpp"
+#include "cuda/families.hpp"
+#include "cuda/qmm_affine_mma.cuh"
+#include "cuda/scaled_decode.cuh"
+#include "cuda/weights.cuh"  // make_desc
+
+namespace quanta::cuda {
+
+namespace {
+
+constexpr int64_t kMaxGridY = 65535;
+
+constexpr bool e8m0_scaled(Scheme s) {
+  return s == Scheme::mxfp4 || s == Scheme::mxfp8;
+}
+
+template <class T, Scheme S>
+void launch(MmaArgs a, const WeightDesc& d, const int32_t* ids, DType y_dtype, int* flag,
+            cudaStream_t stream) {
+  a.groups = group_rows_by_expert(ids, a.m, d.batch, kMmaBM, a.y, y_dtype, a.n, flag, stream);
+  if (a.groups.max_passes > kMaxGridY)
+    throw Error("[quanta::gather_matmul] gather_qmm_scaled_mma: x: " + std::to_string(a.m) +
+                " rows make more passes than a grid holds (" + std::to_string(kMaxGridY) + ")");
+  a.kslice = (a.k + kMmaBK - 1) / kMmaBK * kMmaBK;
+  a.split = split_tile(1, a.m, a.n, 0, stream);
+  const dim3 grid(static_cast<unsigned>((a.n + kMmaBN - 1) / kMmaBN),
+                  static_cast<unsigned>(a.groups.max_passes), 1);
+  constexpr int kBits = ScaledTraits<S>::kCodes == 32 ? 4 : 8;
+  launch_qmm_affine_mma<T, kBits, true, S>(a, grid, stream);
+}
+
+}  // namespace
+
+std::string gather_qmm_scaled_mma_supports(const Problem& p) {
+  const Scheme s = p.format.scheme;
+  const bool fp4 = s == Scheme::mxfp4 || s == Scheme::nvfp4;
+  if (!fp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 && s != Scheme::fp8_e5m2)
+    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
+  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (p.op != Op::gather_matmul) return "expert stacks (gather_matmul) only";
+  if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
+  if (e8m0_scaled(s) && p.dtype != DType::bf16)
+    return "E8M0-scaled codes need bf16 x (v·2^e, exact in bf16, can leave f16's range)";
+  if (p.compute_capability != 0 && p.compute_capability < 80)
+    return "needs sm_80 or newer (bf16 mma.sync, cp.async)";
+  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
+  if (p.batch > kMaxGroupedExperts)
+    return "at most " + std::to_string(kMaxGroupedExperts) + " experts (grouped on the device)";
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
+  return {};
+}
+
+// A pass costs about the same from 1 to 128 rows, and gather_qmv_scaled's one-row passes are
+// quick, so the grouping is selected from eight rows an expert on average for the 4-bit codes and
+// four for the 8-bit ones (H100, 8 and 32 experts: fp4 0.76-0.89x at four an expert, 2.9-3.5x at
+// 16; fp8 0.54-0.62x at two, 1.07-1.21x at four, 4.1-4.8x at 16; docs/PERF.md).
+std::string gather_qmm_scaled_mma_ahead_supports(const Problem& p) {
+  const int64_t kGroupedRows = p.format.bits == 4 ? 8 : 4;
+  if (p.m < kGroupedRows * p.batch)
+    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
+           " experts: fewer than " + std::to_string(kGroupedRows) +
+           " an expert on average (gather_qmv_scaled is faster there)";
+  return gather_qmm_scaled_mma_supports(p);
+}
+
+void gather_qmm_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                           MatrixView y, const Context& ctx) {
+  constexpr std::string_view kName = "gather_qmm_scaled_mma", kOp = "gather_matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
+  if (expert_ids == nullptr || !alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
+      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
+      !alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kName, kOp, "w.scales"))
+    return matmul_generic(x, w, expert_ids, y, ctx);
+  const WeightDesc d = make_desc(w);
+  MmaArgs a{};
+  a.codes = d.codes;
+  a.scales = d.scales;
+  a.x = x.data;
+  a.y = y.data;
+  a.m = static_cast<int32_t>(x.rows);
+  a.n = d.n;
+  a.k = d.k;
+  a.code_stride = d.code_stride;
+  a.scale_stride = d.scale_stride;
+  a.global = d.global;
+  a.per_row = d.granularity == Granularity::channel ? 1 : 0;
+  const ExpertFlag flag = expert_flag_begin(ctx);
+  const cudaStream_t stream = stream_of(ctx);
+  dispatch_half_dtype(x.dtype, [&]<class T>() {
+    dispatch_scaled_scheme(w, "[quanta::gather_matmul] gather_qmm_scaled_mma", [&]<Scheme S>() {
+      if constexpr (e8m0_scaled(S) && std::is_same_v<T, __half>)
+        throw Error(
+            "[quanta::gather_matmul] gather_qmm_scaled_mma: x: E8M0-scaled codes need "
+            "bf16 activations, got f16");
+      else
+        launch<T, S>(a, d, expert_ids, y.dtype, flag.device, stream);
+    });
+  });
+  expert_flag_end(flag, ctx, w.batch, kOp);
+}
+
+}  // namespace quanta::cuda
