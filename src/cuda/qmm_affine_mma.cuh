@@ -218,6 +218,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
       scale_bytes +
       (kScaleGroup ? static_cast<int64_t>(min(n0 + dr, a.n - 1)) * (a.k / max(kScaleGroup, 1)) : 0);
 
+  // The warp's 16-row x tiles that hold rows of x: a short last tile or pass skips the mma of the
+  // empty ones (the warp still dequantizes its share of W).
+  const int live = min(4, max(0, (m_end - m0 - 64 * wm + 15) / 16));
   for (int st = 0; st < num_stages; ++st) {
     cp_async_wait<kMmaStages - 2>();
     __syncthreads();  // stage st landed; the previous stage's math is done with wdq
@@ -267,11 +270,12 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
     const uint8_t* xt = base;
 #pragma unroll
     for (int kk = 0; kk < kMmaBK / 16; ++kk) {
+      if (live == 0) break;
       uint32_t af[4][4], bf[4][2];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = 64 * wm + 16 * i + (lane % 8) + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(af[i], xt + tile_offset(r, 2 * kk + lane / 16));
+        if (i < live) ldmatrix_x4(af[i], xt + tile_offset(r, 2 * kk + lane / 16));
       }
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
@@ -285,8 +289,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1) qmm_affine_mma_kernel(const Mm
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i)
+        if (i < live)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j]);
+          for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j]);
     }
     if constexpr (!kScaled) {
 #pragma unroll

@@ -62,6 +62,20 @@ TEST_P(CudaAffine, TensorCoreKernelEveryM) {
   }
 }
 
+// qmm_affine_mma forced (on sm_90a the selector runs qmm_affine_wgmma at these M): one M tile
+// and a partial one, a second tile holding two rows (its warps past them skip their mma), and
+// split-K over the idle SMs; N = 136 (a partial column tile), K = 384 (three stages).
+TEST_P(CudaAffine, TileMmaKernel) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw =
+        host_weights(Format::affine(bits, group), t, 136, 384, Layout::nk, 9);
+    const QuantizedMatrix w = to_device(hw);
+    for (int64_t m : {33, 130, 200})
+      run_check(hw, w, t, m, "qmm_affine_mma", static_cast<uint32_t>(m));
+  }
+}
+
 // Split-K (several CTAs per row tile, the last one sums), ragged N, a K tail inside a stage.
 TEST_P(CudaAffine, TensorCoreKernelSplitK) {
   const auto [bits, group] = GetParam();
