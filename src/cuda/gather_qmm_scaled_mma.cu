@@ -18,8 +18,6 @@ namespace quanta::cuda {
 
 namespace {
 
-constexpr int64_t kMaxGridY = 65535;
-
 constexpr bool e8m0_scaled(Scheme s) {
   return s == Scheme::mxfp4 || s == Scheme::mxfp8;
 }
@@ -27,14 +25,7 @@ constexpr bool e8m0_scaled(Scheme s) {
 template <class T, Scheme S>
 void launch(MmaArgs a, const WeightDesc& d, const int32_t* ids, DType y_dtype, int* flag,
             cudaStream_t stream) {
-  a.groups = group_rows_by_expert(ids, a.m, d.batch, kMmaBM, a.y, y_dtype, a.n, flag, stream);
-  if (a.groups.max_passes > kMaxGridY)
-    throw Error("[quanta::gather_matmul] gather_qmm_scaled_mma: x: " + std::to_string(a.m) +
-                " rows make more passes than a grid holds (" + std::to_string(kMaxGridY) + ")");
-  a.kslice = (a.k + kMmaBK - 1) / kMmaBK * kMmaBK;
-  a.split = split_tile(1, a.m, a.n, 0, stream);
-  const dim3 grid(static_cast<unsigned>((a.n + kMmaBN - 1) / kMmaBN),
-                  static_cast<unsigned>(a.groups.max_passes), 1);
+  const dim3 grid = prepare_gather(a, d.batch, ids, y_dtype, flag, stream, "gather_qmm_scaled_mma");
   constexpr int kBits = ScaledTraits<S>::kCodes == 32 ? 4 : 8;
   launch_qmm_affine_mma<T, kBits, true, S>(a, grid, stream);
 }

@@ -22,8 +22,6 @@ QUANTA_MMA_WIDTH(extern, 8)
 
 namespace {
 
-constexpr int64_t kMaxGridY = 65535;
-
 // The rules both ops share.
 std::string affine_mma_supports(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "needs the affine format";
@@ -45,14 +43,7 @@ void launch_gather(MmaArgs a, const QuantizedMatrix& w, const int32_t* ids, DTyp
   a.code_stride = d.code_stride;
   a.scale_stride = d.scale_stride;
   a.bias_stride = d.bias_stride;
-  a.groups = group_rows_by_expert(ids, a.m, d.batch, kMmaBM, a.y, y_dtype, a.n, flag, stream);
-  if (a.groups.max_passes > kMaxGridY)
-    throw Error("[quanta::gather_matmul] gather_qmm_affine_mma: x: " + std::to_string(a.m) +
-                " rows make more passes than a grid holds (" + std::to_string(kMaxGridY) + ")");
-  a.kslice = (a.k + kMmaBK - 1) / kMmaBK * kMmaBK;
-  a.split = split_tile(1, a.m, a.n, 0, stream);
-  const dim3 grid(static_cast<unsigned>((a.n + kMmaBN - 1) / kMmaBN),
-                  static_cast<unsigned>(a.groups.max_passes), 1);
+  const dim3 grid = prepare_gather(a, d.batch, ids, y_dtype, flag, stream, "gather_qmm_affine_mma");
   dispatch_value<kAffineBitsList>(
       w.format.bits, [&]<int BITS>() { launch_qmm_affine_mma<T, BITS, true>(a, grid, stream); });
 }

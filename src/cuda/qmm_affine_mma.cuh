@@ -22,6 +22,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "cuda/affine_unpack.cuh"
@@ -31,6 +33,7 @@
 #include "cuda/runtime.cuh"
 #include "cuda/scaled_decode.cuh"
 #include "cuda/split_k.cuh"
+#include "quanta/error.hpp"
 
 namespace quanta::cuda {
 
@@ -354,6 +357,22 @@ void launch_qmm_affine_mma(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
     qmm_affine_mma_kernel<T, BITS, false><<<grid, kMmaThreads, kSmem, stream>>>(a);
     QUANTA_CUDA_CHECK_LAUNCH();
   }
+}
+
+// An expert stack's launch set-up: the rows of x grouped by expert into passes of up to 128 rows
+// (behind the previous kernel, no host sync), K whole; returns the grid (a column of passes per
+// 128 rows of W). `kernel` names the caller in the error for more passes than a grid holds.
+inline dim3 prepare_gather(MmaArgs& a, int32_t batch, const int32_t* ids, DType y_dtype, int* flag,
+                           cudaStream_t stream, std::string_view kernel) {
+  constexpr int32_t kMaxGridY = 65535;
+  a.groups = group_rows_by_expert(ids, a.m, batch, kMmaBM, a.y, y_dtype, a.n, flag, stream);
+  if (a.groups.max_passes > kMaxGridY)
+    throw Error("[quanta::gather_matmul] " + std::string(kernel) + ": x: " + std::to_string(a.m) +
+                " rows make more passes than a grid holds (" + std::to_string(kMaxGridY) + ")");
+  a.kslice = (a.k + kMmaBK - 1) / kMmaBK * kMmaBK;
+  a.split = split_tile(1, a.m, a.n, 0, stream);
+  return dim3(static_cast<unsigned>((a.n + kMmaBN - 1) / kMmaBN),
+              static_cast<unsigned>(a.groups.max_passes), 1);
 }
 
 #define QUANTA_MMA_ONE(EXTERN, T, BITS)                                                           \
