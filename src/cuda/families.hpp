@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/kernel.hpp"
 
@@ -100,6 +101,14 @@ void qmm_gguf_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* ex
 // Experts the device grouping (expert_passes.hpp) counts in shared memory; a stack with more
 // takes the per-row kernels.
 inline constexpr int64_t kMaxGroupedExperts = 2048;
+// The grouped gathers' ahead entries: why M is too few rows an expert on average for grouping to
+// pay, with `faster` the one-row kernel that runs instead (empty when grouping pays).
+inline std::string too_few_rows_an_expert(const Problem& p, int64_t rows, std::string_view faster) {
+  if (p.m >= rows * p.batch) return {};
+  return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
+         " experts: fewer than " + std::to_string(rows) + " an expert on average (" +
+         std::string(faster) + " is faster there)";
+}
 std::string gather_qmm_gguf_mma_supports(const Problem& p);
 std::string gather_qmm_gguf_mma_ahead_supports(const Problem& p);  // M >= 2 rows an expert
 // The same on tensor cores (f16/bf16 x, K % 128 == 0): groups as the mma's columns.

@@ -56,11 +56,9 @@ std::string gather_qmm_scaled_mma_supports(const Problem& p) {
 // four for the 8-bit ones (H100, 8 and 32 experts: fp4 0.76-0.89x at four an expert, 2.9-3.5x at
 // 16; fp8 0.54-0.62x at two, 1.07-1.21x at four, 4.1-4.8x at 16; docs/PERF.md).
 std::string gather_qmm_scaled_mma_ahead_supports(const Problem& p) {
-  const int64_t kGroupedRows = p.format.bits == 4 ? 8 : 4;
-  if (p.m < kGroupedRows * p.batch)
-    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
-           " experts: fewer than " + std::to_string(kGroupedRows) +
-           " an expert on average (gather_qmv_scaled is faster there)";
+  const int64_t rows = p.format.bits == 4 ? 8 : 4;
+  if (std::string why = too_few_rows_an_expert(p, rows, "gather_qmv_scaled"); !why.empty())
+    return why;
   return gather_qmm_scaled_mma_supports(p);
 }
 

@@ -67,11 +67,7 @@ std::string gather_qmm_affine_mma_supports(const Problem& p) {
 // run faster (H100, 8 and 128 experts: 0.41-0.68x at one row an expert, 0.79-1.07x at two,
 // 1.56-2.67x at four, 22-32x at 64; docs/PERF.md).
 std::string gather_qmm_affine_mma_ahead_supports(const Problem& p) {
-  constexpr int64_t kGroupedRows = 4;
-  if (p.m < kGroupedRows * p.batch)
-    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
-           " experts: fewer than " + std::to_string(kGroupedRows) +
-           " an expert on average (gather_qmv_affine is faster there)";
+  if (std::string why = too_few_rows_an_expert(p, 4, "gather_qmv_affine"); !why.empty()) return why;
   return gather_qmm_affine_mma_supports(p);
 }
 

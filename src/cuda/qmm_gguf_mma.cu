@@ -452,9 +452,7 @@ std::string gather_qmm_gguf_mma_supports(const Problem& p) {
 // gather_qmv_gguf's single-row passes ran faster (H100: 0.3-0.9x at one row an expert or fewer;
 // 1.1-1.6x at two, 2.0-3.4x at four, 4-27x from eight; docs/PERF.md).
 std::string gather_qmm_gguf_mma_ahead_supports(const Problem& p) {
-  if (p.m < 2 * p.batch)
-    return "M = " + std::to_string(p.m) + " rows over " + std::to_string(p.batch) +
-           " experts: fewer than two an expert on average (gather_qmv_gguf is faster there)";
+  if (std::string why = too_few_rows_an_expert(p, 2, "gather_qmv_gguf"); !why.empty()) return why;
   return gather_qmm_gguf_mma_supports(p);
 }
 
