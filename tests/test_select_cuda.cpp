@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/kernel.hpp"
 #include "cuda/device_pack.hpp"
@@ -334,20 +335,26 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
           }
           p.layout = Layout::nk;
         }
-        // One expert: GGUF f16 / bf16 x grouped from M = 2, affine and the 8-bit scaled formats
-        // from M = 4, fp4 from M = 8 (E8M0-scaled codes with bf16 x only).
+        // One expert: GGUF f16 / bf16 x grouped from M = 2, the 8-bit scaled formats from M = 4,
+        // fp4 from M = 8 (E8M0-scaled codes with bf16 x only).
         p.op = Op::gather_matmul;
         const Family fam = f.info().family;
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
         const bool affine = f.scheme == Scheme::affine;
         const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
-        const bool affine_grouped = affine && t != DType::f32 && m >= 4;
+        // Affine: one row a pass on gather_qmv_affine_i8 (f16 / bf16 x; K = 1024 suits every
+        // group), grouped from eight rows an expert (2-bit), five (3/4-bit, groups of 64 or
+        // 128) or four (the rest).
+        const int64_t affine_rows = f.bits == 2 ? 8 : f.bits <= 4 && f.group_size >= 64 ? 5 : 4;
+        const bool affine_grouped = affine && t != DType::f32 && m >= affine_rows;
+        const bool affine_i8 = affine && t != DType::f32;
         const bool scaled_grouped =
             scaled && m >= (f.bits == 4 ? 8 : 4) &&
             (t == DType::bf16 || (t == DType::f16 && f.info().scale != ScaleEncoding::e8m0));
         EXPECT_EQ(pick(p), scaled_grouped   ? "gather_qmm_scaled_mma"
                            : scaled         ? "gather_qmv_scaled"
                            : affine_grouped ? "gather_qmm_affine_mma"
+                           : affine_i8      ? "gather_qmv_affine_i8"
                            : affine         ? "gather_qmv_affine"
                            : grouped        ? "gather_qmm_gguf_mma"
                                             : "gather_qmv_gguf")
@@ -428,39 +435,64 @@ TEST_F(SelectCuda, AffineGatherRunsItsKernel) {
     Problem p = affine_problem(5, DType::bf16, b, 64, 256, 1024);
     p.op = Op::gather_matmul;
     p.batch = 8;
+    EXPECT_EQ(pick(p), "gather_qmv_affine_i8") << b << "-bit";
+    p.dtype = DType::f32;  // x as int8 planes needs f16 / bf16
     EXPECT_EQ(pick(p), "gather_qmv_affine") << b << "-bit";
+    p.dtype = DType::bf16;
+    p.k = 1088;  // not 4 groups of 64 a step
+    EXPECT_EQ(pick(p), "gather_qmv_affine") << b << "-bit";
+    p.k = 1024;
     p.layout = Layout::kn;
     EXPECT_EQ(pick(p), "gather_matmul_generic") << b << "-bit";
   }
 }
 
-// Affine expert stacks: rows grouped by expert on the tensor cores from four rows an expert on
-// average with f16 / bf16 x and K * bits % 128 == 0; one row a pass otherwise; forced, the
-// grouped kernel takes any M it supports.
-TEST_F(SelectCuda, AffineGatherGroupsFromFourRowsAnExpert) {
-  for (int b : {3, 4, 8})
+// Affine expert stacks: rows grouped by expert on the tensor cores with f16 / bf16 x and
+// K * bits % 128 == 0 from eight (2-bit), five (3/4-bit, groups of 64) or four (5-8-bit) rows an
+// expert on average; one row a pass otherwise, on gather_qmv_affine_i8 where K is whole steps of
+// 4 groups (f16 / bf16 x), else on gather_qmv_affine (grouped from four rows where the i8 kernel
+// declines); forced, the grouped kernel takes any M it supports.
+TEST_F(SelectCuda, AffineGatherGroupsWhereTheTilesPay) {
+  for (int b : {2, 3, 4, 6, 8})
     for (int64_t experts : {1, 8, 128})
-      for (DType t : kAllDTypes)
-        for (int64_t m : {int64_t{1}, 4 * experts - 1, 4 * experts, 512 * experts}) {
+      for (DType t : kAllDTypes) {
+        const int64_t rows = b == 2 ? 8 : b <= 4 ? 5 : 4;
+        for (int64_t m : {int64_t{1}, rows * experts - 1, rows * experts, 512 * experts}) {
           Problem p = affine_problem(m, t, b, 64, 768, 2048);
           p.op = Op::gather_matmul;
           p.batch = experts;
-          const bool grouped = t != DType::f32 && m >= 4 * experts;
-          EXPECT_EQ(pick(p), grouped ? "gather_qmm_affine_mma" : "gather_qmv_affine")
+          const bool grouped = t != DType::f32 && m >= rows * experts;
+          const char* one_row = t == DType::f32 ? "gather_qmv_affine" : "gather_qmv_affine_i8";
+          EXPECT_EQ(pick(p), grouped ? "gather_qmm_affine_mma" : one_row)
               << b << "-bit " << dtype_name(t) << " M=" << m << " experts=" << experts;
           if (t != DType::f32) {
             EXPECT_EQ(std::string(select_kernel(p, "gather_qmm_affine_mma").name),
                       "gather_qmm_affine_mma");
           }
         }
+      }
   Problem p = affine_problem(4096, DType::f16, 3, 64, 768, 2080);  // K * 3 % 128 != 0
   p.op = Op::gather_matmul;
   p.batch = 8;
   EXPECT_EQ(pick(p), "gather_qmv_affine");
+  p = affine_problem(32, DType::bf16, 4, 64, 768, 2112);  // tile kernel yes, i8 no (K % 256)
+  p.op = Op::gather_matmul;
+  p.batch = 8;
+  EXPECT_EQ(pick(p), "gather_qmm_affine_mma");  // four rows an expert
+  p.m = 31;
+  EXPECT_EQ(pick(p), "gather_qmv_affine");
   p.k = 2048;
   p.batch = cuda::kMaxGroupedExperts + 1;
-  p.m = 4 * p.batch;
-  EXPECT_EQ(pick(p), "gather_qmv_affine");  // more experts than the device grouping counts
+  p.m = 5 * p.batch;
+  EXPECT_EQ(pick(p), "gather_qmv_affine_i8");  // more experts than the device grouping counts
+  p.m = 65536;                                 // past a grid's rows
+  p.batch = 8;
+  EXPECT_EQ(pick(p), "gather_qmm_affine_mma");
+  p.batch = cuda::kMaxGroupedExperts + 1;
+  EXPECT_EQ(pick(p), "gather_qmv_affine");
+  p.m = 4;
+  p.compute_capability = 80;  // no programmatic dependent launch
+  EXPECT_EQ(pick(p), "gather_qmv_affine");
 }
 
 // Microscaled and fp8 expert stacks: the same from eight rows an expert for the 4-bit codes and
@@ -555,6 +587,14 @@ TEST(I8Warps, FewestWavesTimesSteps) {
   EXPECT_EQ(cuda::xc_wave_warps(4, 896, 20, kSms, none, 4), 4);
   // One wave with the most warps that fit it (qmv_affine_i8's rule).
   EXPECT_EQ(cuda::i8_one_wave_warps(896, 20, kSms, lean, 1), 2);
+}
+
+// A gather's warps: the largest power of two with at least 8 of K's steps each, at most 8.
+TEST(I8Warps, GatherTakesEightStepsAWarp) {
+  const std::pair<int, int> cases[] = {{1, 1},  {3, 1},  {8, 1},  {15, 1}, {16, 2},
+                                       {31, 2}, {32, 4}, {56, 4}, {64, 8}, {400, 8}};
+  for (auto [steps, warps] : cases)
+    EXPECT_EQ(cuda::i8_gather_warps(steps), warps) << steps << " steps";
 }
 
 }  // namespace

@@ -35,9 +35,11 @@ std::string qmv_affine_rd_supports(const Problem& p);
 void qmv_affine_rd(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 
-// qmv_affine_i8.cu: affine nk, f16/bf16, 2/4/8-bit, M <= 2; x as two int8 planes per group
-// (a pre-pass), codes as u8 mma operands (m16n8k32), int32 accumulation.
+// qmv_affine_i8.cu: affine nk, f16/bf16, 2-6/8-bit, M <= 2; x as two int8 planes per group
+// (a pre-pass), codes as u8 mma operands (m16n8k32), int32 accumulation. With expert ids
+// (gather_matmul, any M): a row of x and its expert's matrix a grid row.
 std::string qmv_affine_i8_supports(const Problem& p);
+std::string gather_qmv_affine_i8_supports(const Problem& p);
 void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
                    MatrixView y, const Context& ctx);
 

@@ -88,27 +88,48 @@ extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 1>(const
 extern template cudaError_t launch_qmv_affine_i8<__nv_bfloat16, 8, 128, 2>(const I8Args&, int, cudaStream_t);
 // clang-format on
 
-std::string qmv_affine_i8_supports(const Problem& p) {
+namespace {
+
+constexpr int64_t kMaxGridRows = 65535;  // gridDim.y: a gather's rows of x
+
+// The rules the one-matrix and the gather entries share.
+std::string i8_reason(const Problem& p) {
   if (p.format.scheme != Scheme::affine) return "affine only";
   if (std::ranges::find(kI8Bits, p.format.bits) == std::end(kI8Bits)) return "2-6 or 8-bit codes";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.dtype == DType::f32) return "f16/bf16 activations only (x as two int8 planes)";
-  if (p.batch != 1) return "one matrix (no expert stack)";
-  if (p.m > 2) return "M <= 2 (two rows of x share the code registers)";
   // Also makes K % 128 == 0: rows of every width are whole 16-byte units, as the loads need.
   if (p.k % (4 * p.format.group_size) != 0) return "needs K % (4 * group_size) == 0";
+  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
   if (p.compute_capability != 0 && p.compute_capability < 90)
     return "needs sm_90 (programmatic dependent launch)";
   return {};
 }
 
-void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, MatrixView y,
-                   const Context& ctx) {
-  constexpr std::string_view kName = "qmv_affine_i8", kOp = "matmul";
-  require_device_operands(x, w, nullptr, y, kOp);
+}  // namespace
+
+std::string qmv_affine_i8_supports(const Problem& p) {
+  if (std::string r = i8_reason(p); !r.empty()) return r;
+  if (p.batch != 1) return "one matrix (no expert stack)";
+  if (p.m > 2) return "M <= 2 (two rows of x share the code registers)";
+  return {};
+}
+
+std::string gather_qmv_affine_i8_supports(const Problem& p) {
+  if (std::string r = i8_reason(p); !r.empty()) return r;
+  if (p.m > kMaxGridRows) return "M <= 65535 (a grid row per row of x)";
+  if (p.batch > INT32_MAX) return "needs the experts in int32";
+  return {};
+}
+
+void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expert_ids,
+                   MatrixView y, const Context& ctx) {
+  const std::string_view kName = expert_ids ? "gather_qmv_affine_i8" : "qmv_affine_i8";
+  const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
+  require_device_operands(x, w, expert_ids, y, kOp);
   if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
       !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes"))
-    return matmul_generic(x, w, nullptr, y, ctx);
+    return matmul_generic(x, w, expert_ids, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   const int groups = static_cast<int>(w.k / w.format.group_size);
   // x's planes, then (d, X) per group of the geometry that runs (i8_run_group: K / 32 at most).
@@ -128,6 +149,15 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
+  ExpertFlag flag;
+  if (expert_ids) {  // each row of x its own grid row; the expert's matrix a stride further
+    flag = expert_flag_begin(ctx);
+    a.ids = expert_ids;
+    a.flag = flag.device;
+    a.code_stride = a.row_bytes * w.n;
+    a.sb_stride = w.n * groups;
+    a.batch = static_cast<int32_t>(w.batch);
+  }
   // QUANTA_QMV_I8_CONTIG=0/1 forces interleaved / contiguous steps per warp (tuning runs).
   if (const char* e = std::getenv("QUANTA_QMV_I8_CONTIG")) a.contiguous = std::atoi(e) != 0;
   // Warps per block: 0, the launcher picks from the instance's occupancy (i8_one_wave_warps),
@@ -143,13 +173,14 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-      status = a.m == 1 ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
-                        : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+      status = a.m == 1 || expert_ids ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                                      : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
     });
   });
   if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);
   QUANTA_CUDA_CHECK(status);
   QUANTA_CUDA_CHECK_LAUNCH();
+  if (expert_ids) expert_flag_end(flag, ctx, w.batch, kOp);
 }
 
 }  // namespace quanta::cuda

@@ -30,6 +30,9 @@
 // the cost), persistent blocks fed by bulk copies + mbarriers through shared memory (22-26 us),
 // and M = 3..8 as pairs of rows of x on further warps of the block (2-5x the M = 1 time: more
 // than qmm_affine_tc).
+// gather_matmul (gather_qmv_affine_i8): the same kernel with a grid row per row of x, each
+// against its expert's matrix (I8Args::ids), so a MoE decode step reads each chosen expert at the
+// M = 1 kernel's rate.
 // The planes hold x to 16 bits relative to each group's max |x|: finer than bf16 for elements
 // within 256x of their group's max and than f16 within 32x; smaller elements of a group with a
 // stronger outlier lose precision (at most max|x|/65024 each).
@@ -38,6 +41,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -67,6 +71,13 @@ struct I8Args {
   // How the warps share K's steps: 0 interleaved (warp w takes w, w + warps, ...), 1 a
   // contiguous range each, -1 the launcher decides (i8_contiguous_steps).
   int32_t contiguous = -1;
+  // gather_matmul (null for one matrix; a gather runs MT == 1): grid row m runs row m of x against
+  // expert ids[m]'s matrix, code_stride bytes and sb_stride scales after the first. An id outside
+  // [0, batch) sets *flag and NaNs the row, reading nothing of W.
+  const int32_t* ids = nullptr;
+  int* flag = nullptr;
+  int64_t code_stride = 0, sb_stride = 0;
+  int32_t batch = 1;
 };
 // Geometry of one (bits, group) instance.
 template <int BITS, int G>
@@ -293,8 +304,36 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const int warps = static_cast<int>(blockDim.x) >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int row0 = static_cast<int>(blockIdx.x) * kI8Rows;
+  const int groups = a.k / G;
+  const uint8_t* codes = a.codes;
+  const T* scales = static_cast<const T*>(a.scales);
+  const T* biases = static_cast<const T*>(a.biases);
+  const uint32_t* planes = a.planes;
+  const float2* gx = a.gx;
+  T* y = static_cast<T*>(a.y);
+  int rows_x = a.m;  // rows of x this block serves
+  if (a.ids) {       // gather: one row of x (blockIdx.y) and its expert's matrix
+    // ids were written before the pre-pass, which the gather launches without programmatic
+    // dependent launch: complete and visible once this kernel runs.
+    const int m = static_cast<int>(blockIdx.y);
+    const int64_t e = a.ids[m];
+    planes += static_cast<int64_t>(m) * (a.k / 2);
+    gx += static_cast<int64_t>(m) * groups;
+    y += static_cast<int64_t>(m) * a.n;
+    rows_x = 1;
+    if (e < 0 || e >= a.batch) {  // flagged; the row's outputs become NaN, W is not read
+      grid_dependency_wait();     // y: behind the previous kernel, as every store of y
+      if (threadIdx.x == 0) atomicOr(a.flag, 1);
+      if (threadIdx.x < kI8Rows && row0 + static_cast<int>(threadIdx.x) < a.n)
+        y[row0 + threadIdx.x] = from_f32<T>(__int_as_float(0x7FC00000));
+      return;  // uniform across the block
+    }
+    codes += e * a.code_stride;
+    scales += e * a.sb_stride;
+    biases += e * a.sb_stride;
+  }
   const int r_lo = min(row0 + g, a.n - 1), r_hi = min(row0 + g + 8, a.n - 1);  // past N: not stored
-  const int groups = a.k / G, all_steps = groups / 4;
+  const int all_steps = groups / 4;
   // Warp w takes steps w, w + warps, ... or, contiguous, [w·per, (w+1)·per) one after another.
   const int per = (all_steps + warps - 1) / warps;
   const int first = a.contiguous ? min(all_steps, warp * per) : warp;
@@ -307,10 +346,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   // Codes, scales and biases of this warp's steps run DS steps ahead in registers, issued
   // before waiting for the pre-pass. (Scales loaded when their step ran stalled the warp on a
   // DRAM miss once per 32-byte sector: +13-15% from riding the ring.)
-  const uint8_t* w_lo = a.codes + static_cast<int64_t>(r_lo) * a.row_bytes + q * Geom::kGroupBytes;
-  const uint8_t* w_hi = a.codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kGroupBytes;
-  const T* scales = static_cast<const T*>(a.scales);
-  const T* biases = static_cast<const T*>(a.biases);
+  const uint8_t* w_lo = codes + static_cast<int64_t>(r_lo) * a.row_bytes + q * Geom::kGroupBytes;
+  const uint8_t* w_hi = codes + static_cast<int64_t>(r_hi) * a.row_bytes + q * Geom::kGroupBytes;
   static_assert(SG % G == 0);
   const int64_t sb_lo = static_cast<int64_t>(r_lo) * (a.k / SG),
                 sb_hi = static_cast<int64_t>(r_hi) * (a.k / SG);
@@ -345,8 +382,6 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   grid_dependency_wait();  // the pre-pass's planes and (d, X) are complete past this point
   // B fragments and (d, X) straight from the pre-pass's global buffers: a few KB that every
   // block reads, so they stay in L1/L2 (a shared-memory copy per block measured no faster).
-  const uint32_t* planes = a.planes;
-  const float2* gx = a.gx;
   float acc_lo[MT] = {}, acc_hi[MT] = {};
   // 3/5/6-bit groups of 32 (rings of 3-8 steps) run whole rounds of the ring with no exit
   // between steps, so the compiler may overlap one step's mma with the next one's unpack: H200
@@ -388,8 +423,8 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
         uint32_t bw[Geom::kSlices * 2];
 #pragma unroll
         for (int i = 0; i < Geom::kSlices * 2; i += 4) {
-          const uint4 v = b_lane && m < a.m ? *reinterpret_cast<const uint4*>(bsrc + i)
-                                            : make_uint4(0u, 0u, 0u, 0u);
+          const uint4 v = b_lane && m < rows_x ? *reinterpret_cast<const uint4*>(bsrc + i)
+                                               : make_uint4(0u, 0u, 0u, 0u);
           bw[i] = v.x, bw[i + 1] = v.y, bw[i + 2] = v.z, bw[i + 3] = v.w;
         }
 #pragma unroll
@@ -408,7 +443,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     // c[m][0], c[m][1] = H, L of row g; c[m][2], c[m][3] of row g+8; all for group grp.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      if (m >= a.m) break;
+      if (m >= rows_x) break;
       const float2 dx = gx[static_cast<int64_t>(m) * groups + grp];
       const float v_lo =
           dx.x * fmaf(static_cast<float>(c[m][1]), 1.0f / 256.0f, static_cast<float>(c[m][0]));
@@ -456,8 +491,7 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     }
   }
   __syncthreads();
-  T* y = static_cast<T*>(a.y);
-  for (int i = static_cast<int>(threadIdx.x); i < a.m * kI8Rows;
+  for (int i = static_cast<int>(threadIdx.x); i < rows_x * kI8Rows;
        i += static_cast<int>(blockDim.x)) {
     const int m = i / kI8Rows, r = i % kI8Rows, row = row0 + r;
     float sum = 0.0f;
@@ -468,32 +502,46 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 
 // Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch
 // (its first code loads overlap the pre-pass), on the geometry of groups of RG (i8_run_group) for
-// a matrix with groups of G.
-// warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process).
+// a matrix with groups of G. A gather (a.ids, MT == 1) runs a grid row per row of x, and its
+// pre-pass waits for the previous kernel to complete, so the ids are there for the main kernel's
+// first loads.
+// warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process), over
+// every row's blocks for a gather.
 template <class T, int BITS, int RG, int MT, int G>
 cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t stream) {
+  static_assert(MT >= 1);
   const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / RG / 4;
+  const int grid_rows = a.ids ? a.m : 1;
   if (warps == 0) {
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
     // Where no count >= 2 fits one wave: 8 warps for 8-bit codes whatever K (27648 x 5120, 20
-    // steps, 78 registers: f16 M = 1 and 2 1.15-1.25x against 1 warp, docs/PERF.md).
-    const int fallback = BITS == 8 || steps >= 32 ? 8 : 1;
-    warps = i8_one_wave_warps(tiles, steps, occ.sms, occ.blocks_per_sm, fallback);
+    // steps, 78 registers: f16 M = 1 and 2 1.15-1.25x against 1 warp, docs/PERF.md); a gather's
+    // many blocks, i8_gather_warps.
+    const int fallback = a.ids ? i8_gather_warps(steps) : BITS == 8 || steps >= 32 ? 8 : 1;
+    const int blocks = static_cast<int>(std::min<int64_t>(int64_t{tiles} * grid_rows, INT32_MAX));
+    warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, fallback);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
-  if (cudaError_t e =
-          launch_prepass(qmv_x_planes_kernel<T, BITS, RG>, dim3((threads + 127) / 128, a.m),
-                         dim3(128), stream, static_cast<const T*>(a.x), a.planes, a.gx, a.k);
-      e != cudaSuccess)
+  const dim3 prepass_grid((threads + 127) / 128, a.m);
+  if (a.ids) {
+    qmv_x_planes_kernel<T, BITS, RG>
+        <<<prepass_grid, 128, 0, stream>>>(static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  } else if (cudaError_t e =
+                 launch_prepass(qmv_x_planes_kernel<T, BITS, RG>, prepass_grid, dim3(128), stream,
+                                static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+             e != cudaSuccess) {
     return e;
+  }
   I8Args b = a;
   if (b.contiguous < 0) b.contiguous = i8_contiguous_steps(warps, steps) ? 1 : 0;
-  return launch_dependent(
-      qmv_affine_i8_kernel<T, BITS, RG, MT, G>, dim3(static_cast<unsigned>(tiles)),
-      dim3(static_cast<unsigned>(warps * 32)),
-      static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream, b);
+  return launch_dependent(qmv_affine_i8_kernel<T, BITS, RG, MT, G>,
+                          dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(grid_rows)),
+                          dim3(static_cast<unsigned>(warps * 32)),
+                          static_cast<std::size_t>(warps) * MT * kI8Rows * sizeof(float), stream,
+                          b);
 }
 
 // The matrix's groups of G on the geometry i8_run_group picks.

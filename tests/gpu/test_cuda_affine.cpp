@@ -431,6 +431,19 @@ TEST_P(CudaAffine, GatherKernel) {
   }
 }
 
+// gather_qmv_affine_i8: qmv_affine_i8 with a grid row per row of x against its expert, f16 and bf16
+// x, 3 experts of 37 x 1536 (K a multiple of 4 groups of 128; a partial 16-row tile):
+// check_grouped_gather's row sets (repeats, bad ids: NaN rows and an error; runs; an unused
+// expert; shuffled ids).
+TEST_P(CudaAffine, GatherI8Kernel) {
+  const auto [bits, group] = GetParam();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const QuantizedMatrix hw =
+        host_weights(Format::affine(bits, group), t, 37, 1536, Layout::nk, 29, /*batch=*/3);
+    gpu_test::check_grouped_gather(hw, to_device(hw), t, "gather_qmv_affine_i8", 40, 30);
+  }
+}
+
 // gather_qmm_affine_mma: rows grouped by expert on the device, passes of up to 128 rows of one
 // expert on qmm_affine_mma's tiles. check_gather's six rows (repeats, then two bad ids: NaN rows
 // and an error), then 173 rows in runs over three experts (140 of expert 2: a full pass and a
