@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -96,44 +97,12 @@ inline ref::Comparison compare_row(const DeviceDense& y, const std::vector<doubl
                       y.host.dtype);
 }
 
-inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
-                         std::string_view kernel, uint32_t seed) {
-  const int64_t n = hw.n, k = hw.k;
-  DeviceDense x(random_dense(t, 6, k, seed, 1.0f, false));
-  DeviceDense y(t, 6, n);
-  Context ctx;
-  ctx.kernel = kernel;
-  for (const std::vector<int32_t>& ids :
-       {std::vector<int32_t>{2, 0, 2, 1, 1, 0}, std::vector<int32_t>{1, 3, 0, -1, 2, 2}}) {
-    const cuda::DeviceBuffer ids_d = upload_ids(ids);
-    y.poison();
-    const bool bad = ids[1] == 3;
-    if (bad)
-      EXPECT_THROW(gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx), Error);
-    else
-      gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
-    y.download();
-    std::vector<int32_t> safe = ids;  // the oracle on valid ids; bad rows checked apart
-    for (int32_t& e : safe) e = e < 0 || e > 2 ? 0 : e;
-    const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, safe);
-    for (int64_t r = 0; r < 6; ++r) {
-      if (ids[r] < 0 || ids[r] > 2) {  // a bad id: the row is NaN
-        for (int64_t j = 0; j < n; ++j)
-          EXPECT_TRUE(std::isnan(y.host.at(r * n + j))) << r << " " << j;
-      } else {
-        const auto c = compare_row(y, want, r);
-        EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " row "
-                            << r << " rel_l2 " << c.rel_l2;
-      }
-    }
-  }
-}
-
-// gather_matmul through `kernel` on the stack hw (w its device copy) for one row of x per id (every
-// id valid), each row of y against the fp64 oracle after y was poisoned.
-inline void check_gather_rows(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
-                              std::string_view kernel, const std::vector<int32_t>& ids,
-                              uint32_t seed) {
+// gather_matmul through `kernel` on the stack hw (w its device copy) for one row of x per id,
+// after y was poisoned: rows with a valid id against the fp64 oracle; an id outside the stack
+// makes its row NaN and the call throw.
+inline void check_gather_ids(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                             std::string_view kernel, const std::vector<int32_t>& ids,
+                             uint32_t seed) {
   const int64_t m = static_cast<int64_t>(ids.size()), n = hw.n, k = hw.k;
   DeviceDense x(random_dense(t, m, k, seed, 1.0f, false));
   DeviceDense y(t, m, n);
@@ -141,14 +110,32 @@ inline void check_gather_rows(const QuantizedMatrix& hw, const QuantizedMatrix& 
   ctx.kernel = kernel;
   const cuda::DeviceBuffer ids_d = upload_ids(ids);
   y.poison();
-  gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
+  const bool bad = std::ranges::any_of(ids, [&](int32_t e) { return e < 0 || e >= hw.batch; });
+  if (bad)
+    EXPECT_THROW(gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx), Error);
+  else
+    gather_matmul(x.view(), w, ids_d.as<int32_t>(), y.mut(), ctx);
   y.download();
-  const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, ids);
+  std::vector<int32_t> safe = ids;  // the oracle on valid ids; bad rows checked apart
+  for (int32_t& e : safe) e = e < 0 || e >= hw.batch ? 0 : e;
+  const std::vector<double> want = ref::gather_matmul(x.host.view(), hw, safe);
   for (int64_t r = 0; r < m; ++r) {
-    const auto c = compare_row(y, want, r);
-    EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " M=" << m
-                        << " row " << r << " (expert " << ids[r] << ") rel_l2 " << c.rel_l2;
+    if (ids[r] < 0 || ids[r] >= hw.batch) {  // a bad id: the row is NaN
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_TRUE(std::isnan(y.host.at(r * n + j))) << r << " " << j;
+    } else {
+      const auto c = compare_row(y, want, r);
+      EXPECT_TRUE(c.pass) << kernel << " " << hw.describe() << " " << dtype_name(t) << " M=" << m
+                          << " row " << r << " (expert " << ids[r] << ") rel_l2 " << c.rel_l2;
+    }
   }
+}
+
+// Six rows over a stack of 3 experts: repeated ids, then two ids outside the stack.
+inline void check_gather(const QuantizedMatrix& hw, const QuantizedMatrix& w, DType t,
+                         std::string_view kernel, uint32_t seed) {
+  check_gather_ids(hw, w, t, kernel, {2, 0, 2, 1, 1, 0}, seed);
+  check_gather_ids(hw, w, t, kernel, {1, 3, 0, -1, 2, 2}, seed);
 }
 
 // The grouped gathers' row sets on a stack of 3 experts (hw, w its device copy): check_gather's
@@ -160,12 +147,12 @@ inline void check_grouped_gather(const QuantizedMatrix& hw, const QuantizedMatri
   std::vector<int32_t> runs;
   for (auto [e, count] : {std::pair{2, first_run}, std::pair{0, 22}, std::pair{1, 11}})
     runs.insert(runs.end(), static_cast<std::size_t>(count), e);
-  check_gather_rows(hw, w, t, kernel, runs, seed + 1);
-  check_gather_rows(hw, w, t, kernel, {1, 1, 0, 1, 0, 0, 1, 1, 0}, seed + 2);
+  check_gather_ids(hw, w, t, kernel, runs, seed + 1);
+  check_gather_ids(hw, w, t, kernel, {1, 1, 0, 1, 0, 0, 1, 1, 0}, seed + 2);
   std::vector<int32_t> mixed(70);
   for (std::size_t i = 0; i < mixed.size(); ++i)
     mixed[i] = static_cast<int32_t>((i * 7 + i / 5) % 3);
-  check_gather_rows(hw, w, t, kernel, mixed, seed + 3);
+  check_gather_ids(hw, w, t, kernel, mixed, seed + 3);
 }
 
 }  // namespace quanta::gpu_test

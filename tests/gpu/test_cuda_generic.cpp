@@ -243,7 +243,7 @@ TEST_P(CudaGeneric, GgufGroupedGather) {
   const QuantizedMatrix hw = host_weights(f, DType::bf16, 300, 256, Layout::nk, 21, /*batch=*/8);
   std::vector<int32_t> ids(100);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % 8);
-  gpu_test::check_gather_rows(hw, to_device(hw), DType::bf16, "gather_qmm_gguf_mma", ids, 22);
+  gpu_test::check_gather_ids(hw, to_device(hw), DType::bf16, "gather_qmm_gguf_mma", ids, 22);
 }
 
 // Dequantize + cuBLAS: qmm_generic_dq for every non-affine format, qmm_affine_dq for affine
