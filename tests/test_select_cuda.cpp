@@ -342,10 +342,9 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         const bool scaled = fam == Family::microscaled || fam == Family::fp8;
         const bool affine = f.scheme == Scheme::affine;
         const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
-        // Affine: one row a pass on gather_qmv_affine_i8 (f16 / bf16 x; K = 1024 suits every
-        // group), grouped from eight rows an expert (2-bit), five (3/4-bit, groups of 64 or
-        // 128) or four (the rest).
-        const int64_t affine_rows = f.bits == 2 ? 8 : f.bits <= 4 && f.group_size >= 64 ? 5 : 4;
+        // Affine: gather_qmv_affine_i8 (f16 / bf16 x; K = 1024 suits every group), the tiles
+        // from eight rows an expert (2-bit: twelve).
+        const int64_t affine_rows = f.bits == 2 ? 12 : 8;
         const bool affine_grouped = affine && t != DType::f32 && m >= affine_rows;
         const bool affine_i8 = affine && t != DType::f32;
         const bool scaled_grouped =
@@ -448,15 +447,15 @@ TEST_F(SelectCuda, AffineGatherRunsItsKernel) {
 }
 
 // Affine expert stacks: rows grouped by expert on the tensor cores with f16 / bf16 x and
-// K * bits % 128 == 0 from eight (2-bit), five (3/4-bit, groups of 64) or four (5-8-bit) rows an
-// expert on average; one row a pass otherwise, on gather_qmv_affine_i8 where K is whole steps of
-// 4 groups (f16 / bf16 x), else on gather_qmv_affine (grouped from four rows where the i8 kernel
-// declines); forced, the grouped kernel takes any M it supports.
+// K * bits % 128 == 0 from eight rows an expert on average (2-bit: twelve); below that
+// gather_qmv_affine_i8 where K is whole steps of 4 groups (f16 / bf16 x), else gather_qmv_affine
+// (grouped from four rows where the i8 kernel declines); forced, the grouped kernel takes any M
+// it supports.
 TEST_F(SelectCuda, AffineGatherGroupsWhereTheTilesPay) {
   for (int b : {2, 3, 4, 6, 8})
     for (int64_t experts : {1, 8, 128})
       for (DType t : kAllDTypes) {
-        const int64_t rows = b == 2 ? 8 : b <= 4 ? 5 : 4;
+        const int64_t rows = b == 2 ? 12 : 8;
         for (int64_t m : {int64_t{1}, rows * experts - 1, rows * experts, 512 * experts}) {
           Problem p = affine_problem(m, t, b, 64, 768, 2048);
           p.op = Op::gather_matmul;

@@ -63,17 +63,15 @@ std::string gather_qmm_affine_mma_supports(const Problem& p) {
 }
 
 // A pass costs about the same from 1 to 128 rows (the dequantized 128 x 128 tiles are the work),
-// a single-row pass its expert's bytes, so this kernel is selected from the rows an expert where
-// it overtakes the single-row kernel. Against gather_qmv_affine_i8 (H100 bf16, 8 experts of
-// 14336 x 4096 and 4096 x 14336, 128 of 768 x 2048 and 2048 x 768; docs/PERF.md): 2-bit from
-// eight rows an expert (at six 0.79-0.92x, at eight 1.04-1.22x), 3- and 4-bit with groups of 64
-// or 128 from five (at four 0.71-0.89x, 4-bit g128 at six 1.12-1.22x), the rest from four
-// (5/6-bit, 8-bit, 4-bit g32 at four 1.01-1.9x). Against gather_qmv_affine, where the i8 kernel
-// declines, from four (0.41-0.68x at one row an expert, 1.56-2.67x at four).
+// while gather_qmv_affine_i8 costs its expert's bytes per pass of two rows, so this kernel is
+// selected from the rows an expert where it overtakes that: eight (2-bit codes: twelve). H100
+// bf16, 8 experts of 14336 x 4096 and 4096 x 14336, 128 of 768 x 2048 and 2048 x 768, this kernel
+// against the pairs (docs/PERF.md): 3/4/8-bit g64 at five or six rows an expert 0.49-0.83x.
+// Against gather_qmv_affine, where the i8 kernel declines, from four (0.41-0.68x at one row an
+// expert, 1.56-2.67x at four).
 std::string gather_qmm_affine_mma_ahead_supports(const Problem& p) {
   const bool i8 = gather_qmv_affine_i8_supports(p).empty();
-  const int bits = p.format.bits, group = p.format.group_size;
-  const int64_t rows = !i8 ? 4 : bits == 2 ? 8 : bits <= 4 && group >= 64 ? 5 : 4;
+  const int64_t rows = !i8 ? 4 : p.format.bits == 2 ? 12 : 8;
   if (std::string why =
           too_few_rows_an_expert(p, rows, i8 ? "gather_qmv_affine_i8" : "gather_qmv_affine");
       !why.empty())

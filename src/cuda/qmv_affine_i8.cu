@@ -132,10 +132,19 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
     return matmul_generic(x, w, expert_ids, y, ctx);
   const cudaStream_t stream = stream_of(ctx);
   const int groups = static_cast<int>(w.k / w.format.group_size);
+  // A gather from 1.5 rows an expert on average runs passes of two rows of one expert on the
+  // M = 2 instance, which reads the expert once for both: H100 bf16, 3/4/8-bit g64, 8 experts of
+  // 14336 x 4096 / 4096 x 14336 and 128 of 768 x 2048 / 2048 x 768, against a row a pass: at one
+  // row an expert 0.76-1.05x, at 1.5 1.06-1.46x, at two 1.24-1.87x, at four 1.62-2.57x
+  // (docs/PERF.md).
+  const bool pairs = expert_ids && 2 * x.rows >= 3 * w.batch && w.batch <= kMaxGroupedExperts &&
+                     max_expert_passes(x.rows, w.batch, 2) <= kMaxGridRows;
+  // Slots of x's planes: a row of x each, or two a pass (qmv_x_planes_kernel).
+  const int64_t slots = pairs ? 2 * max_expert_passes(x.rows, w.batch, 2) : x.rows;
   // x's planes, then (d, X) per group of the geometry that runs (i8_run_group: K / 32 at most).
   auto* scratch = static_cast<uint8_t*>(
       stream_scratch(stream, Scratch::x_planes,
-                     static_cast<std::size_t>(x.rows) *
+                     static_cast<std::size_t>(slots) *
                          (i8_planes_bytes(static_cast<int>(w.k)) + sizeof(float2) * (w.k / 32))));
   I8Args a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
@@ -144,19 +153,22 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
   a.x = x.data;
   a.y = y.data;
   a.planes = reinterpret_cast<uint32_t*>(scratch);
-  a.gx = reinterpret_cast<float2*>(scratch + x.rows * i8_planes_bytes(static_cast<int>(w.k)));
+  a.gx = reinterpret_cast<float2*>(scratch + slots * i8_planes_bytes(static_cast<int>(w.k)));
   a.m = static_cast<int32_t>(x.rows);
   a.n = static_cast<int32_t>(w.n);
   a.k = static_cast<int32_t>(w.k);
   a.row_bytes = w.k * w.format.bits / 8;
   ExpertFlag flag;
-  if (expert_ids) {  // each row of x its own grid row; the expert's matrix a stride further
+  if (expert_ids) {  // a grid row per row of x or per pass; the expert's matrix a stride further
     flag = expert_flag_begin(ctx);
     a.ids = expert_ids;
     a.flag = flag.device;
     a.code_stride = a.row_bytes * w.n;
     a.sb_stride = w.n * groups;
     a.batch = static_cast<int32_t>(w.batch);
+    if (pairs)
+      a.passes = group_rows_by_expert(expert_ids, a.m, a.batch, 2, y.data, y.dtype, a.n,
+                                      flag.device, stream);
   }
   // QUANTA_QMV_I8_CONTIG=0/1 forces interleaved / contiguous steps per warp (tuning runs).
   if (const char* e = std::getenv("QUANTA_QMV_I8_CONTIG")) a.contiguous = std::atoi(e) != 0;
@@ -173,8 +185,9 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
   bool served = false;
   dispatch_half_dtype(x.dtype, [&]<class T>() {
     served = dispatch_i8_width(w.format.bits, w.format.group_size, [&]<int BITS, int G>() {
-      status = a.m == 1 || expert_ids ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
-                                      : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
+      const bool one_row = expert_ids ? !pairs : a.m == 1;
+      status = one_row ? launch_qmv_affine_i8<T, BITS, G, 1>(a, warps, stream)
+                       : launch_qmv_affine_i8<T, BITS, G, 2>(a, warps, stream);
     });
   });
   if (!served) throw i8_width_error(kName, w.format.bits, w.format.group_size);

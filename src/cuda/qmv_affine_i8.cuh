@@ -32,7 +32,8 @@
 // than qmm_affine_tc).
 // gather_matmul (gather_qmv_affine_i8): the same kernel with a grid row per row of x, each
 // against its expert's matrix (I8Args::ids), so a MoE decode step reads each chosen expert at the
-// M = 1 kernel's rate.
+// M = 1 kernel's rate; or, where rows share experts, a grid row per pass of two rows of one
+// expert (group_rows_by_expert) on the M = 2 instance, which reads the expert once for both.
 // The planes hold x to 16 bits relative to each group's max |x|: finer than bf16 for elements
 // within 256x of their group's max and than f16 within 32x; smaller elements of a group with a
 // stronger outlier lose precision (at most max|x|/65024 each).
@@ -49,6 +50,7 @@
 #include <string_view>
 
 #include "cuda/common.cuh"
+#include "cuda/expert_passes.hpp"
 #include "cuda/i8_layout.hpp"
 #include "cuda/i8_warps.hpp"
 #include "cuda/mma.cuh"
@@ -71,13 +73,16 @@ struct I8Args {
   // How the warps share K's steps: 0 interleaved (warp w takes w, w + warps, ...), 1 a
   // contiguous range each, -1 the launcher decides (i8_contiguous_steps).
   int32_t contiguous = -1;
-  // gather_matmul (null for one matrix; a gather runs MT == 1): grid row m runs row m of x against
-  // expert ids[m]'s matrix, code_stride bytes and sb_stride scales after the first. An id outside
-  // [0, batch) sets *flag and NaNs the row, reading nothing of W.
+  // gather_matmul (ids null for one matrix): the expert of each row of x, whose matrix lies
+  // code_stride bytes and sb_stride scales after the previous one. With pass null (MT == 1),
+  // grid row m runs row m of x against expert ids[m]'s matrix; an id outside [0, batch) sets
+  // *flag and NaNs the row, reading nothing of W. With passes (group_rows_by_expert, up to MT rows
+  // of one expert a pass, bad ids already NaN-ed and flagged), grid row p runs pass p.
   const int32_t* ids = nullptr;
   int* flag = nullptr;
   int64_t code_stride = 0, sb_stride = 0;
   int32_t batch = 1;
+  ExpertPasses passes;
 };
 // Geometry of one (bits, group) instance.
 template <int BITS, int G>
@@ -131,15 +136,25 @@ __device__ __forceinline__ void imma_16832(int (&c)[4], uint32_t a0, uint32_t a1
 // Pre-pass: one thread per unpack unit of x's positions (I8Unit: 32/BITS elements for 2/4/8
 // bits, 32 for 3/5 bits, 16 for 6). Group max and sum by shuffles among the group's threads
 // (consecutive lanes of one warp).
+// Slot blockIdx.y of the planes and (d, X) holds row blockIdx.y of x, or with passes (a gather's
+// passes of up to `per_pass` rows) row j of pass p in slot p·per_pass + j, so that a pass's rows
+// lie side by side as the main kernel reads them; slots of no row are left unwritten.
 template <class T, int BITS, int G>
-__global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, float2* gx_rows,
-                                    int k) {
-  // Row blockIdx.y of x; its planes and (d, X) follow the previous row's.
-  const T* x = x_rows + static_cast<int64_t>(blockIdx.y) * k;
-  uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * k / 2;
-  float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * (k / G);
+__global__ void qmv_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, float2* gx_rows, int k,
+                                    ExpertPasses passes, int per_pass) {
   grid_dependency_release();  // the main kernel may start loading codes now
   grid_dependency_wait();     // x and the planes: behind the previous kernel (common.cuh)
+  int row = static_cast<int>(blockIdx.y);
+  if (passes.pass) {
+    const int p = row / per_pass, j = row % per_pass;
+    if (p >= *passes.count) return;  // uniform across the block
+    const ExpertPass ps = passes.pass[p];
+    if (j >= ps.rows) return;
+    row = passes.order[ps.start + j];
+  }
+  const T* x = x_rows + static_cast<int64_t>(row) * k;
+  uint32_t* planes = planes_rows + static_cast<int64_t>(blockIdx.y) * k / 2;
+  float2* gx = gx_rows + static_cast<int64_t>(blockIdx.y) * (k / G);
   using Geom = I8Geom<BITS, G>;
   constexpr int kPerThread = I8Unit<BITS>::kCodes;  // x elements: one unit's positions
   constexpr int kThreadsPerGroup = G / kPerThread;
@@ -308,26 +323,34 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
   const uint8_t* codes = a.codes;
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
+  T* y = static_cast<T*>(a.y);
+  // x's planes and (d, X) of this block's first row of x; its rows of x are rows_x slots there.
   const uint32_t* planes = a.planes;
   const float2* gx = a.gx;
-  T* y = static_cast<T*>(a.y);
-  int rows_x = a.m;  // rows of x this block serves
-  if (a.ids) {       // gather: one row of x (blockIdx.y) and its expert's matrix
-    // ids were written before the pre-pass, which the gather launches without programmatic
-    // dependent launch: complete and visible once this kernel runs.
-    const int m = static_cast<int>(blockIdx.y);
-    const int64_t e = a.ids[m];
-    planes += static_cast<int64_t>(m) * (a.k / 2);
-    gx += static_cast<int64_t>(m) * groups;
-    y += static_cast<int64_t>(m) * a.n;
-    rows_x = 1;
-    if (e < 0 || e >= a.batch) {  // flagged; the row's outputs become NaN, W is not read
-      grid_dependency_wait();     // y: behind the previous kernel, as every store of y
-      if (threadIdx.x == 0) atomicOr(a.flag, 1);
-      if (threadIdx.x < kI8Rows && row0 + static_cast<int>(threadIdx.x) < a.n)
-        y[row0 + threadIdx.x] = from_f32<T>(__int_as_float(0x7FC00000));
-      return;  // uniform across the block
+  int rows_x = a.m;
+  if (a.ids) {  // gather. The ids and passes were written before the pre-pass, which a gather
+                // launches without programmatic dependent launch: complete once this kernel runs.
+    const int slot = static_cast<int>(blockIdx.y);  // a row of x, or a pass (slots MT·slot ...)
+    int64_t e = 0;
+    if (a.passes.pass) {                    // pass blockIdx.y: up to MT rows of one expert
+      if (slot >= *a.passes.count) return;  // uniform across the block
+      const ExpertPass ps = a.passes.pass[slot];
+      e = ps.expert;
+      rows_x = ps.rows;
+    } else {  // row blockIdx.y of x
+      rows_x = 1;
+      e = a.ids[slot];
+      if (e < 0 || e >= a.batch) {  // flagged; the row's outputs become NaN, W is not read
+        grid_dependency_wait();     // y: behind the previous kernel, as every store of y
+        if (threadIdx.x == 0) atomicOr(a.flag, 1);
+        if (threadIdx.x < kI8Rows && row0 + static_cast<int>(threadIdx.x) < a.n)
+          y[static_cast<int64_t>(slot) * a.n + row0 + threadIdx.x] =
+              from_f32<T>(__int_as_float(0x7FC00000));
+        return;  // uniform across the block
+      }
     }
+    planes += static_cast<int64_t>(slot) * MT * (a.k / 2);
+    gx += static_cast<int64_t>(slot) * MT * groups;
     codes += e * a.code_stride;
     scales += e * a.sb_stride;
     biases += e * a.sb_stride;
@@ -496,22 +519,28 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
     const int m = i / kI8Rows, r = i % kI8Rows, row = row0 + r;
     float sum = 0.0f;
     for (int w = 0; w < warps; ++w) sum += part[(w * MT + m) * kI8Rows + r];
-    if (row < a.n) y[static_cast<int64_t>(m) * a.n + row] = from_f32<T>(sum);
+    // The row of x (and y): m; a gather's row blockIdx.y, or row m of pass blockIdx.y.
+    int x_row = m;
+    if (a.passes.pass)
+      x_row = a.passes.order[a.passes.pass[blockIdx.y].start + m];
+    else if (a.ids)
+      x_row = static_cast<int>(blockIdx.y);
+    if (row < a.n) y[static_cast<int64_t>(x_row) * a.n + row] = from_f32<T>(sum);
   }
 }
 
 // Pre-pass (one grid row per row of x), then the main kernel with programmatic dependent launch
 // (its first code loads overlap the pre-pass), on the geometry of groups of RG (i8_run_group) for
-// a matrix with groups of G. A gather (a.ids, MT == 1) runs a grid row per row of x, and its
-// pre-pass waits for the previous kernel to complete, so the ids are there for the main kernel's
-// first loads.
+// a matrix with groups of G. A gather (a.ids) runs a grid row per row of x (MT == 1) or per pass
+// of rows, and its pre-pass waits for the previous kernel to complete, so the ids and passes are
+// there for the main kernel's first loads.
 // warps == 0: i8_one_wave_warps at this instance's occupancy (queried once per process), over
 // every row's blocks for a gather.
 template <class T, int BITS, int RG, int MT, int G>
 cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t stream) {
   static_assert(MT >= 1);
   const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / RG / 4;
-  const int grid_rows = a.ids ? a.m : 1;
+  const int grid_rows = a.passes.pass ? a.passes.max_passes : a.ids ? a.m : 1;
   if (warps == 0) {
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
@@ -524,14 +553,14 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
     warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, fallback);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
-  const dim3 prepass_grid((threads + 127) / 128, a.m);
+  const dim3 prepass_grid((threads + 127) / 128, a.passes.pass ? grid_rows * MT : a.m);
   if (a.ids) {
-    qmv_x_planes_kernel<T, BITS, RG>
-        <<<prepass_grid, 128, 0, stream>>>(static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+    qmv_x_planes_kernel<T, BITS, RG><<<prepass_grid, 128, 0, stream>>>(
+        static_cast<const T*>(a.x), a.planes, a.gx, a.k, a.passes, MT);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   } else if (cudaError_t e =
                  launch_prepass(qmv_x_planes_kernel<T, BITS, RG>, prepass_grid, dim3(128), stream,
-                                static_cast<const T*>(a.x), a.planes, a.gx, a.k);
+                                static_cast<const T*>(a.x), a.planes, a.gx, a.k, ExpertPasses{}, 1);
              e != cudaSuccess) {
     return e;
   }

@@ -431,16 +431,20 @@ TEST_P(CudaAffine, GatherKernel) {
   }
 }
 
-// gather_qmv_affine_i8: qmv_affine_i8 with a grid row per row of x against its expert, f16 and bf16
-// x, 3 experts of 37 x 1536 (K a multiple of 4 groups of 128; a partial 16-row tile):
-// check_grouped_gather's row sets (repeats, bad ids: NaN rows and an error; runs; an unused
-// expert; shuffled ids).
+// gather_qmv_affine_i8: qmv_affine_i8 against each row's expert, f16 and bf16 x, 3 experts of
+// 37 x 1536 (K a multiple of 4 groups of 128; a partial 16-row tile). From 1.5 rows an expert
+// (M >= 5) passes of up to two rows of one expert on the M = 2 instance: check_grouped_gather's
+// row sets (repeats, bad ids: NaN rows and an error; runs of odd length; an unused expert;
+// shuffled ids). Below it a grid row per row of x: four rows, and three with a bad id.
 TEST_P(CudaAffine, GatherI8Kernel) {
   const auto [bits, group] = GetParam();
   for (DType t : {DType::f16, DType::bf16}) {
     const QuantizedMatrix hw =
         host_weights(Format::affine(bits, group), t, 37, 1536, Layout::nk, 29, /*batch=*/3);
-    gpu_test::check_grouped_gather(hw, to_device(hw), t, "gather_qmv_affine_i8", 40, 30);
+    const QuantizedMatrix w = to_device(hw);
+    gpu_test::check_grouped_gather(hw, w, t, "gather_qmv_affine_i8", 41, 30);
+    gpu_test::check_gather_ids(hw, w, t, "gather_qmv_affine_i8", {2, 0, 1, 2}, 31);
+    gpu_test::check_gather_ids(hw, w, t, "gather_qmv_affine_i8", {1, 5, 0}, 32);
   }
 }
 
