@@ -32,6 +32,7 @@ for s in $steps; do
       f="$f:All/CudaGeneric.GgufMma/q4_0:All/CudaGeneric.GgufMma/q8_0:All/CudaGeneric.GgufMma/q2_K:All/CudaGeneric.GgufMma/q6_K"
       f="$f:All/CudaGeneric.GgufGroupedGather/q4_0:All/CudaGeneric.GgufGroupedGather/q6_K:All/CudaGeneric.GgufGroupedGather/q3_K"
       f="$f:All/CudaAffine.GroupedGather/b4_g64:All/CudaAffine.GroupedGather/b3_g128:All/CudaAffine.GroupedGather/b8_g32"
+      f="$f:All/CudaAffine.GatherI8Kernel/b4_g64:All/CudaAffine.GatherI8Kernel/b3_g128:All/CudaAffine.GatherI8Kernel/b6_g32"
       f="$f:All/CudaGeneric.ScaledGroupedGather/mxfp4:All/CudaGeneric.ScaledGroupedGather/nvfp4:All/CudaGeneric.ScaledGroupedGather/e4m3_channel"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b2_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b8_g128"
       f="$f:All/CudaAffine.RepackedKnRunsTheNkKernels/b4_g64:All/CudaAffine.RepackedKnRunsTheNkKernels/b3_g32:All/CudaAffine.RegisterFedQmm/b2_g32:All/CudaAffine.RegisterFedQmm/b3_g64:All/CudaAffine.RegisterFedQmm/b6_g32:All/CudaAffine.RegisterFedQmm/b8_g64"
@@ -253,12 +254,15 @@ for s in $steps; do
       done
       ;;
     agather)  # affine / scaled expert stacks: rows grouped by expert (gather_qmm_affine_mma,
-              # gather_qmm_scaled_mma) against one row a pass
-      for k in gather_qmm_affine_mma gather_qmv_affine; do  # 8 of Mixtral's experts, 128 of Qwen3-30B's
-        timeout 200 "$P" --experts 8 --formats affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 14336x4096,4096x14336 \
-          --m 8,16,32,64,128,512 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
-        timeout 150 "$P" --experts 128 --formats affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 768x2048,2048x768 \
-          --m 128,512,1024,4096 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
+              # gather_qmm_scaled_mma) against the one-row / two-row passes (gather_qmv_affine_i8,
+              # gather_qmv_affine, gather_qmv_scaled); rows an expert = M / experts
+      for k in gather_qmm_affine_mma gather_qmv_affine_i8 gather_qmv_affine; do  # 8 of Mixtral's experts, 128 of Qwen3-30B's
+        [ $k = gather_qmv_affine ] && ms=8,16,32 || ms=8,16,32,48,64,80,96,128
+        timeout 200 "$P" --experts 8 --formats affine-2b-g64,affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 14336x4096,4096x14336 \
+          --m $ms --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
+        [ $k = gather_qmv_affine ] && ms=128,512 || ms=128,256,512,768,1024,1536
+        timeout 150 "$P" --experts 128 --formats affine-2b-g64,affine-4b-g64,affine-8b-g64,affine-3b-g64 --shapes 768x2048,2048x768 \
+          --m $ms --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
       done
       for k in gather_qmm_scaled_mma gather_qmv_scaled; do  # 32 of gpt-oss-20b's experts, 8 of Mixtral's shape
         timeout 200 "$P" --experts 32 --formats mxfp4,nvfp4,mxfp8,e4m3-channel --shapes 2880x2880 \
