@@ -41,11 +41,11 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
 }
 
 // Warps per block for a gather whose blocks do not fit one wave (gather_qmv_affine_i8: a grid row
-// per row of x): the largest power of two with at least 8 of K's steps
-// a warp, at most 8. H100 bf16, 3/4/8-bit g64, 8 experts of 14336 x 4096 (16 steps) and 4096 x
-// 14336 (56), 128 of 768 x 2048 (8) and 2048 x 768 (3), counts 1/2/4/8 forced: within 6% of the
-// best count on every cell, where the one-wave rule's fallback (8 warps for 8-bit codes, else 1)
-// ran up to 1.6x slower (8-bit on 2048 x 768: 5 of 8 warps idle; docs/PERF.md).
+// per row of x or pass): the largest power of two with at least 8 of K's steps a warp, at most 8.
+// H100 bf16, 3/4/8-bit g64, 8 experts of 14336 x 4096 (16 steps) and 4096 x 14336 (56), 128 of
+// 768 x 2048 (8) and 2048 x 768 (3), counts 1/2/4/8 forced: within 6% of the best count on every
+// cell, where the one-wave rule's fallback (8 warps for 8-bit codes, else 1) ran up to 1.6x
+// slower (8-bit on 2048 x 768: 5 of 8 warps idle; docs/PERF.md).
 inline int i8_gather_warps(int steps) {
   int w = 1;
   while (2 * w <= kI8MaxWarps && 2 * w * 8 <= steps) w *= 2;
