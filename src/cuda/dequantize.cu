@@ -18,6 +18,7 @@
 #include "cuda/families.hpp"
 #include "cuda/runtime.cuh"
 #include "cuda/scaled_decode.cuh"
+#include "cuda/scaled_rules.cuh"
 #include "cuda/weights.cuh"  // make_desc
 
 namespace quanta::cuda {
@@ -353,9 +354,7 @@ void dequantize_affine(const QuantizedMatrix& w, MatrixView out, const Context& 
 
 std::string dequantize_scaled_supports(const Problem& p) {
   const Scheme s = p.format.scheme;
-  if (s != Scheme::mxfp4 && s != Scheme::nvfp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 &&
-      s != Scheme::fp8_e5m2)
-    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
+  if (!scaled_scheme(s)) return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
   return {};

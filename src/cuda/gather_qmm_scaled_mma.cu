@@ -12,15 +12,12 @@
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_mma.cuh"
 #include "cuda/scaled_decode.cuh"
+#include "cuda/scaled_rules.cuh"
 #include "cuda/weights.cuh"  // make_desc
 
 namespace quanta::cuda {
 
 namespace {
-
-constexpr bool e8m0_scaled(Scheme s) {
-  return s == Scheme::mxfp4 || s == Scheme::mxfp8;
-}
 
 template <class T, Scheme S>
 void launch(MmaArgs a, const WeightDesc& d, const int32_t* ids, DType y_dtype, int* flag,
@@ -33,21 +30,10 @@ void launch(MmaArgs a, const WeightDesc& d, const int32_t* ids, DType y_dtype, i
 }  // namespace
 
 std::string gather_qmm_scaled_mma_supports(const Problem& p) {
-  const Scheme s = p.format.scheme;
-  const bool fp4 = s == Scheme::mxfp4 || s == Scheme::nvfp4;
-  if (!fp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 && s != Scheme::fp8_e5m2)
-    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
-  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (std::string why = scaled_mma_reason(p); !why.empty()) return why;
   if (p.op != Op::gather_matmul) return "expert stacks (gather_matmul) only";
-  if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
-  if (e8m0_scaled(s) && p.dtype != DType::bf16)
-    return "E8M0-scaled codes need bf16 x (v·2^e, exact in bf16, can leave f16's range)";
-  if (p.compute_capability != 0 && p.compute_capability < 80)
-    return "needs sm_80 or newer (bf16 mma.sync, cp.async)";
-  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
   if (p.batch > kMaxGroupedExperts)
     return "at most " + std::to_string(kMaxGroupedExperts) + " experts (grouped on the device)";
-  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
   return {};
 }
 
@@ -66,9 +52,7 @@ void gather_qmm_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const in
                            MatrixView y, const Context& ctx) {
   constexpr std::string_view kName = "gather_qmm_scaled_mma", kOp = "gather_matmul";
   require_device_operands(x, w, expert_ids, y, kOp);
-  if (expert_ids == nullptr || !alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
-      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kName, kOp, "w.scales"))
+  if (expert_ids == nullptr || !scaled_operands_aligned(x, w, ctx, kName, kOp))
     return matmul_generic(x, w, expert_ids, y, ctx);
   const WeightDesc d = make_desc(w);
   MmaArgs a{};

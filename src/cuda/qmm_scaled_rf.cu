@@ -10,7 +10,7 @@
 #include "cuda/checks.hpp"
 #include "cuda/families.hpp"
 #include "cuda/qmm_affine_rf.cuh"
-#include "cuda/scaled_decode.cuh"  // scale_alignment
+#include "cuda/scaled_rules.cuh"
 #include "cuda/stream_k.hpp"
 #include "quanta/error.hpp"
 
@@ -20,19 +20,8 @@ QUANTA_SRF_FP4(extern)
 QUANTA_SRF_FP8(extern)
 
 std::string qmm_scaled_rf_supports(const Problem& p) {
-  const Scheme s = p.format.scheme;
-  const bool e8m0 = s == Scheme::mxfp4 || s == Scheme::mxfp8;
-  if (!e8m0 && s != Scheme::nvfp4 && s != Scheme::fp8_e4m3 && s != Scheme::fp8_e5m2)
-    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
-  if (p.layout != Layout::nk) return "the [N, K] layout only";
+  if (std::string why = scaled_mma_reason(p); !why.empty()) return why;
   if (p.op != Op::matmul || p.batch != 1) return "one matrix (a stack runs gather_qmv_scaled)";
-  if (p.dtype == DType::f32) return "needs f16 or bf16 activations (tensor cores)";
-  if (e8m0 && p.dtype != DType::bf16)
-    return "E8M0-scaled codes need bf16 x (v·2^e, exact in bf16, can leave f16's range)";
-  if (p.compute_capability != 0 && p.compute_capability < 80)
-    return "needs sm_80 or newer (bf16 mma.sync)";
-  if (p.k % 32 != 0) return "needs K % 32 == 0 (32-code chunks), K = " + std::to_string(p.k);
-  if (p.n > INT32_MAX || p.k > INT32_MAX || p.m > INT32_MAX) return "needs M, N and K in int32";
   return {};
 }
 
@@ -48,10 +37,7 @@ void qmm_scaled_rf(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*, 
   constexpr std::string_view kName = "qmm_scaled_rf", kOp = "matmul";
   require_device_operands(x, w, nullptr, y, kOp);
   const Scheme s = w.format.scheme;
-  if (!alignment_ok(x.data, 16, ctx, kName, kOp, "x") ||
-      !alignment_ok(w.codes, 16, ctx, kName, kOp, "w.codes") ||
-      !alignment_ok(w.scales, scale_alignment(s), ctx, kName, kOp, "w.scales"))
-    return matmul_generic(x, w, nullptr, y, ctx);
+  if (!scaled_operands_aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, nullptr, y, ctx);
   TcArgs a{};
   a.codes = reinterpret_cast<const uint8_t*>(w.codes);
   a.scales = reinterpret_cast<const uint8_t*>(w.scales);

@@ -23,6 +23,7 @@
 #include "cuda/mma.cuh"
 #include "cuda/runtime.cuh"
 #include "cuda/scaled_decode.cuh"
+#include "cuda/scaled_rules.cuh"
 #include "cuda/weights.cuh"  // make_desc
 
 namespace quanta::cuda {
@@ -429,21 +430,12 @@ ScaledArgs scaled_args(ConstMatrixView x, const QuantizedMatrix& w, const int32_
   return a;
 }
 
-// The 16-byte code and x loads and the scale loads (see scale_alignment) both kernels rely on.
-bool aligned(ConstMatrixView x, const QuantizedMatrix& w, const Context& ctx,
-             std::string_view kernel, std::string_view op) {
-  return alignment_ok(w.codes, 16, ctx, kernel, op, "w.codes") &&
-         alignment_ok(x.data, 16, ctx, kernel, op, "x") &&
-         alignment_ok(w.scales, scale_alignment(w.format.scheme), ctx, kernel, op, "w.scales");
-}
-
 }  // namespace
 
 std::string qmv_scaled_supports(const Problem& p) {
   const Scheme s = p.format.scheme;
   const bool fp4 = s == Scheme::mxfp4 || s == Scheme::nvfp4;
-  if (!fp4 && s != Scheme::mxfp8 && s != Scheme::fp8_e4m3 && s != Scheme::fp8_e5m2)
-    return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
+  if (!scaled_scheme(s)) return "mxfp4, nvfp4, mxfp8, e4m3 or e5m2 only";
   if (p.layout != Layout::nk) return "the [N, K] layout only";
   if (p.op == Op::matmul && p.batch != 1) return "one matrix (a stack needs gather_matmul)";
   const int chunk = fp4 ? 32 : 16;
@@ -469,7 +461,8 @@ void qmv_scaled(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* expe
   const std::string_view kName = expert_ids ? "gather_qmv_scaled" : "qmv_scaled";
   const std::string_view kOp = expert_ids ? "gather_matmul" : "matmul";
   require_device_operands(x, w, expert_ids, y, kOp);
-  if (!aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, expert_ids, y, ctx);
+  if (!scaled_operands_aligned(x, w, ctx, kName, kOp))
+    return matmul_generic(x, w, expert_ids, y, ctx);
   ExpertFlag flag;
   if (expert_ids) flag = expert_flag_begin(ctx);
   const ScaledArgs a = scaled_args(x, w, expert_ids, flag, y);
@@ -495,7 +488,7 @@ void qmv_scaled_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t*,
                     const Context& ctx) {
   constexpr std::string_view kName = "qmv_scaled_mma", kOp = "matmul";
   require_device_operands(x, w, nullptr, y, kOp);
-  if (!aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, nullptr, y, ctx);
+  if (!scaled_operands_aligned(x, w, ctx, kName, kOp)) return matmul_generic(x, w, nullptr, y, ctx);
   const ScaledArgs a = scaled_args(x, w, nullptr, ExpertFlag{}, y);
   const cudaStream_t stream = stream_of(ctx);
   dispatch_half_dtype(x.dtype, [&]<class T>() {
