@@ -144,9 +144,11 @@ DeviceWeights random_weights(const Format& f, DType t, int64_t n, int64_t k, Lay
   const SchemeInfo& info = f.info();
   if (info.code == ElementCode::e4m3) gpu::mask_bytes(base, fp.code_bytes, 0xF7, 0);
   if (info.code == ElementCode::e5m2) gpu::mask_bytes(base, fp.code_bytes, 0xFB, 0);
-  // GGUF blocks hold their f16 scales among the codes: bit 6 of every byte cleared keeps each
-  // f16 field's exponent below 16 (finite, |d| < 2).
-  if (info.family == Family::gguf) gpu::mask_bytes(base, fp.code_bytes, 0xBF, 0);
+  // GGUF blocks hold their f16 scales among the codes: bits 5 and 6 of every byte cleared keep
+  // each f16 field's exponent below 8 (|d| < 2^-7), so q5_K / q6_K rows (d · int8 scale · code up
+  // to 2^-7 · 128 · 32 a weight) stay inside f16's range over K of thousands (with bit 6 alone,
+  // |d| < 2, their f16 outputs overflowed to inf and the checks read NaN).
+  if (info.family == Family::gguf) gpu::mask_bytes(base, fp.code_bytes, 0x9F, 0);
   if (fp.scale_bytes) {
     if (f.scheme == Scheme::affine) {
       gpu::fill_random(scales, t, fp.scale_count, seed + 1, 0.01f);
