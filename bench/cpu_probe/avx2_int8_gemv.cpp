@@ -150,7 +150,11 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int64_t n = 16384, k = 14336;
   int threads = 2, reps = 9;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", argv[i]);
+      return 2;
+    }
     const long v = std::atol(argv[i + 1]);
     if (!std::strcmp(argv[i], "--n"))
       n = v;
