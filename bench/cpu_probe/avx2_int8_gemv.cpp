@@ -169,8 +169,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (n < 1 || k < 256 || k % 256 != 0 || threads < 1 || reps < 1) {
-    std::fprintf(stderr, "needs n >= 1, k a multiple of 256, threads >= 1, reps >= 1\n");
+  if (n < 1 || k < 256 || k % 256 != 0 || threads < 1 || threads > 256 || reps < 1) {
+    std::fprintf(stderr, "needs n >= 1, k a multiple of 256, threads 1..256, reps >= 1\n");
+    return 2;
+  }
+  if (n > (int64_t{1} << 24) || k > (int64_t{1} << 24) || n * (k / kBlock) > (int64_t{1} << 28)) {
+    std::fprintf(stderr, "n x k too large for this probe (at most 2^28 blocks of 32, ~4.8 GB)\n");
     return 2;
   }
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
