@@ -137,11 +137,12 @@ void qmv_affine_i8(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* e
   // 14336 x 4096 / 4096 x 14336 and 128 of 768 x 2048 / 2048 x 768, against a row a pass: at one
   // row an expert 0.76-1.05x, at 1.5 1.06-1.46x, at two 1.24-1.87x, at four 1.62-2.57x
   // (docs/PERF.md).
-  // (The pre-pass's grid has a row per slot, two a pass.)
+  // Slots of x's planes: a row of x each, or two a pass (qmv_x_planes_kernel, whose grid has a
+  // row per slot).
+  const int64_t pair_slots = 2 * max_expert_passes(x.rows, w.batch, 2);
   const bool pairs = expert_ids && 2 * x.rows >= 3 * w.batch && w.batch <= kMaxGroupedExperts &&
-                     2 * max_expert_passes(x.rows, w.batch, 2) <= kMaxGridRows;
-  // Slots of x's planes: a row of x each, or two a pass (qmv_x_planes_kernel).
-  const int64_t slots = pairs ? 2 * max_expert_passes(x.rows, w.batch, 2) : x.rows;
+                     pair_slots <= kMaxGridRows;
+  const int64_t slots = pairs ? pair_slots : x.rows;
   // x's planes, then (d, X) per group of the geometry that runs (i8_run_group: K / 32 at most).
   auto* scratch = static_cast<uint8_t*>(
       stream_scratch(stream, Scratch::x_planes,

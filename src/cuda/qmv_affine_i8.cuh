@@ -538,7 +538,6 @@ __global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args 
 // every row's blocks for a gather.
 template <class T, int BITS, int RG, int MT, int G>
 cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t stream) {
-  static_assert(MT >= 1);
   const int tiles = (a.n + kI8Rows - 1) / kI8Rows, steps = a.k / RG / 4;
   const int grid_rows = a.passes.pass ? a.passes.max_passes : a.ids ? a.m : 1;
   if (warps == 0) {
