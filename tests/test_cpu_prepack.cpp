@@ -24,8 +24,12 @@ namespace {
 
 using cpu::Isa;
 
-bool vnni_here() {
-  return cpu::vnni_active();
+// Whether this level packs f: the VNNI level every packable format, the avx2 level the 4-bit ones.
+bool packed_here(const Format& f) {
+  const bool four_bit = (f.scheme == Scheme::affine && f.bits == 4) || f.scheme == Scheme::q4_0 ||
+                        f.scheme == Scheme::q4_1 || f.scheme == Scheme::mxfp4 ||
+                        f.scheme == Scheme::nvfp4;
+  return cpu::vnni_active() || (cpu::avx2_int8_active() && four_bit);
 }
 
 // Every case here reads the pack where the CPU has it, also at M <= 2 on CPUs whose GEMV would
@@ -88,7 +92,7 @@ TEST_F(CpuPrepack, MatchesOracle) {
           const int64_t n = 37;
           const QuantizedMatrix w = test::host_weights(f, t, n, k, Layout::nk, 5);
           const QuantizedMatrix p = prepack(w);
-          EXPECT_EQ(p.host_pack != nullptr, vnni_here()) << f.name();
+          EXPECT_EQ(p.host_pack != nullptr, packed_here(f)) << f.name();
           EXPECT_EQ(p.codes, w.codes);  // the original buffers are shared
           for (int64_t m : {1, 2, 3, 4, 5}) {
             const test::Dense x = test::random_dense(t, m, k, 60 + static_cast<uint32_t>(m));
@@ -119,7 +123,7 @@ TEST_F(CpuPrepack, TranscodedFormatsMatchOracle) {
         EXPECT_TRUE(w.global_scale.has_value());
       }
       const QuantizedMatrix p = prepack(w);
-      EXPECT_EQ(p.host_pack != nullptr, vnni_here()) << f.name();
+      EXPECT_EQ(p.host_pack != nullptr, packed_here(f)) << f.name();
       std::vector<test::Dense> xs;
       std::vector<std::vector<double>> want;
       for (int64_t m : {1, 2, 3, 4, 5}) {
@@ -154,7 +158,7 @@ TEST_F(CpuPrepack, MxFp4ScaleExtremes) {
   for (int64_t g = 0; g < groups; ++g) sc[0 * groups + g] = static_cast<uint8_t>(g % 2);  // row 0
   sc[1 * groups + 3] = 255;                                                               // row 1
   const QuantizedMatrix p = prepack(w);
-  ASSERT_EQ(p.host_pack != nullptr, vnni_here());
+  ASSERT_EQ(p.host_pack != nullptr, packed_here(w.format));
   test::Dense x = test::random_dense(DType::f32, 1, k, 10);
   for (int64_t i = 0; i < k; ++i) x.set(i, x.at(i) * 0x1p100f);  // row 0 back to a normal range
   expect_scale_extremes(x, p, w, 1);
@@ -178,17 +182,18 @@ TEST_F(CpuPrepack, NvFp4ScaleExtremes) {
   sc[1 * groups + 5] = 0x7F;
   sc[3 * groups + 2] = 0x7E;  // 448
   const QuantizedMatrix p = prepack(w);
-  ASSERT_EQ(p.host_pack != nullptr, vnni_here());
+  ASSERT_EQ(p.host_pack != nullptr, packed_here(w.format));
   expect_scale_extremes(test::random_dense(DType::f32, 1, k, 11), p, w, 1);
 }
 
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack
 // still gives the old product, one that read the originals would not.
 TEST_F(CpuPrepack, KernelReadsThePack) {
-  if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
+  if (!cpu::int8_active()) GTEST_SKIP() << "no packed kernel on this CPU level";
   const int64_t n = 70, k = 2048;
   for (int bits : {2, 3, 4, 5, 6, 8}) {
     const Format f = Format::affine(bits, 64);
+    if (!packed_here(f)) continue;
     QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 9);
     const QuantizedMatrix p = prepack(w);
     ASSERT_TRUE(p.host_pack);
@@ -226,7 +231,7 @@ TEST_F(CpuPrepack, PackOfOtherBuffersIsIgnored) {
   EXPECT_TRUE(cmp.pass) << "rel_l2 " << cmp.rel_l2;
 
   const QuantizedMatrix stack = prepack(test::host_weights(f, DType::f32, n, k, Layout::nk, 4, 3));
-  EXPECT_EQ(stack.host_pack != nullptr, vnni_here());
+  EXPECT_EQ(stack.host_pack != nullptr, packed_here(f));
   EXPECT_FALSE(stack.expert(1).host_pack);
 }
 
@@ -301,7 +306,7 @@ TEST_F(CpuPrepack, KnLayoutPacksAsTranspose) {
       const int64_t n = 96;
       QuantizedMatrix w = test::host_weights(c.f, c.t, n, k, Layout::kn, c.seed);
       const QuantizedMatrix p = prepack(w);
-      ASSERT_EQ(p.host_pack != nullptr, vnni_here()) << c.f.name();
+      ASSERT_EQ(p.host_pack != nullptr, packed_here(c.f)) << c.f.name();
       std::vector<test::Dense> xs;
       std::vector<std::vector<double>> want;
       for (int64_t m : {1, 2, 3, 5, 8, 9}) {
@@ -326,7 +331,7 @@ TEST_F(CpuPrepack, KnLayoutPacksAsTranspose) {
 }
 
 // Formats, layouts and shapes without a packed kernel come back without a pack (and still
-// multiply correctly); below the avx512 level no pack is made.
+// multiply correctly); the avx2 level packs only 4-bit codes, the scalar level nothing.
 TEST_F(CpuPrepack, WithoutPackedKernel) {
   struct Shape {
     Format f;
@@ -349,11 +354,24 @@ TEST_F(CpuPrepack, WithoutPackedKernel) {
   }
   const QuantizedMatrix w =
       test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 33);
-  {
+  const QuantizedMatrix w5 =
+      test::host_weights(Format::affine(5, 64), DType::f32, 8, 256, Layout::nk, 33);
+  if (cpu::isa_supported(Isa::avx2)) {
     const cpu::ScopedIsa scoped(Isa::avx2);
-    EXPECT_FALSE(prepack(w).host_pack);
+    EXPECT_TRUE(prepack(w).host_pack);
+    EXPECT_FALSE(prepack(w5).host_pack);
+    EXPECT_NE(cpu::pack_unsupported(w5).find("the avx2 level packs only 4-bit codes"),
+              std::string::npos)
+        << cpu::pack_unsupported(w5);
   }
-  // Made at avx512, then run with the level capped: the float kernels read the originals.
+  {
+    const cpu::ScopedIsa scoped(Isa::scalar);
+    EXPECT_FALSE(prepack(w).host_pack);
+    EXPECT_NE(cpu::pack_unsupported(w).find("no packed kernel"), std::string::npos)
+        << cpu::pack_unsupported(w);
+  }
+  // Made at the best level, then run with the level capped: the scalar level's float kernel reads
+  // the originals, the avx2 level's integer one the pack.
   const QuantizedMatrix p = prepack(w);
   const test::Dense x = test::random_dense(DType::f32, 1, 256, 34);
   for (Isa isa : {Isa::scalar, Isa::avx2}) {
@@ -390,7 +408,7 @@ TEST_F(CpuPrepack, DescribeSaysPacked) {
 // the plain rows of a packed [N, K] matrix and M = 4 the pack, elsewhere every M the pack. The
 // pack scribbled over shows which one each M read.
 TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
-  if (!vnni_here()) GTEST_SKIP() << "no packed kernel on this CPU (needs AVX512-VNNI and VBMI)";
+  if (!cpu::int8_active()) GTEST_SKIP() << "no packed kernel on this CPU level";
   const int64_t n = 70, k = 2048;
   for (const Format& f : {Format::affine(4, 64), Format::gguf(Scheme::q4_0)}) {
     const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 9);
@@ -405,6 +423,62 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
           << f.name() << " M=" << m << ": rel_l2 " << cmp.rel_l2;
     }
   }
+}
+
+// The avx2 level's integer GEMV (x86/avx2_int8.hpp), forced where the CPU has a higher level: each
+// 4-bit format it packs, every group and scale dtype, x in f32 (three planes) and bf16 (two),
+// M = 1..4, ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as
+// its transpose. The original buffers are overwritten after packing: only a kernel that reads the
+// pack passes.
+TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
+  if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
+  const cpu::ScopedIsa scoped(Isa::avx2);
+  struct Case {
+    Format f;
+    DType t;
+    Layout layout;
+    uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
+  };
+  std::vector<Case> cases;
+  for (int group : {32, 64, 128})
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      cases.push_back({Format::affine(4, group), t, Layout::nk, 5});
+  for (const Format& f :
+       {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q4_1), Format::mxfp4(), Format::nvfp4()})
+    cases.push_back({f, DType::f32, Layout::nk, 7});
+  cases.push_back({Format::nvfp4(), DType::f32, Layout::nk, 8});
+  cases.push_back({Format::affine(4, 64), DType::bf16, Layout::kn, 3});
+  cases.push_back({Format::mxfp4(), DType::f32, Layout::kn, 6});
+  for (const Case& c : cases)
+    for (int64_t k : {1280, 384}) {
+      const int64_t n = c.layout == Layout::nk ? 37 : 96;
+      QuantizedMatrix w = test::host_weights(c.f, c.t, n, k, c.layout, c.seed);
+      const QuantizedMatrix p = prepack(w);
+      ASSERT_TRUE(p.host_pack) << c.f.name();
+      std::vector<test::Dense> xs;
+      std::vector<std::vector<double>> want;
+      // Affine scales share x's dtype; the others take f32 and bf16 x.
+      const std::vector<DType> x_types = c.f.scheme == Scheme::affine
+                                             ? std::vector<DType>{c.t}
+                                             : std::vector<DType>{DType::f32, DType::bf16};
+      for (DType xt : x_types)
+        for (int64_t m : {1, 2, 3, 4}) {
+          xs.push_back(test::random_dense(xt, m, k, 50 + static_cast<uint32_t>(m)));
+          want.push_back(ref::matmul(xs.back().view(), w));
+        }
+      const Footprint fp = w.footprint();
+      std::memset(w.codes, 0x6C, fp.code_bytes);
+      std::memset(w.scales, 0x33, fp.scale_bytes);
+      if (fp.bias_bytes) std::memset(w.biases, 0x44, fp.bias_bytes);
+      for (std::size_t i = 0; i < xs.size(); ++i)
+        for (int threads : {1, 2}) {
+          const ref::Comparison cmp = run(xs[i], p, want[i], "qmv_fused_avx2", threads);
+          EXPECT_TRUE(cmp.pass) << c.f.name() << " " << dtype_name(c.t) << " K=" << k << " x "
+                                << dtype_name(xs[i].dtype) << " M=" << xs[i].rows
+                                << " threads=" << threads << ": rel_l2 " << cmp.rel_l2
+                                << ", non-finite " << cmp.nonfinite;
+        }
+    }
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ bool gemv_int8_pays(const WeightPlan& w) {
 void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float* y, int threads) {
   WeightPlan w = plan;
   w.quad_pairs = true;
-  w.int8_x = vnni_active() && gemv_int8_pays(w);
+  w.int8_x = int8_active() && gemv_int8_pays(w);
   Buffer xp(w.k + kGemvXPad), xs(kr.gemv_xs_count(w));
   kr.gemv_prep(w, x, xp.get(), xs.get());
   const int workers = workers_for(threads, w.n * w.k);
@@ -168,7 +168,7 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
                       w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
                       w.scheme == Scheme::q6_K;
   w.int8_x =
-      vnni_active() && gemv_int8_pays(w) && !(kquant && m > (w.scheme == Scheme::q6_K ? 3 : 4));
+      int8_active() && gemv_int8_pays(w) && !(kquant && m > (w.scheme == Scheme::q6_K ? 3 : 4));
   const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);
   Buffer xp((m + 1) * xl), xs((m + 1) * sl);
   auto prep = [&] {
@@ -747,7 +747,7 @@ bool gemv_kn_packed(const IsaKernels& kr, const WeightPlan& plan, const float* x
   w.quad_pairs = m == 1;  // as gemv_nk
   w.int8_x = false;
   const int64_t float_xs = kr.gemv_xs_count(w);
-  w.int8_x = vnni_active();
+  w.int8_x = int8_active();
   const int64_t n = kr.gemv_xs_count(w);
   if (n == float_xs) return false;
   Buffer xp(w.k + kGemvXPad), xs(n);
@@ -817,6 +817,13 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 }
 
 }  // namespace
+
+bool avx2_int8_gemv(const WeightPlan& w) {
+  const bool four_bit = (w.scheme == Scheme::affine && w.bits == 4) || w.scheme == Scheme::q4_0 ||
+                        w.scheme == Scheme::q4_1 || w.scheme == Scheme::mxfp4 ||
+                        w.scheme == Scheme::nvfp4;
+  return w.pack != nullptr && four_bit;
+}
 
 bool affine_planes_gemv(Scheme s, int64_t k) {
   constexpr int64_t kBlock = 128;  // vnni::kAffineBlock, pack.hpp kPackBlock

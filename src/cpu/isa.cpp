@@ -248,6 +248,15 @@ bool vnni_active() {
          !g_vnni_off.load(std::memory_order_relaxed);
 }
 
+bool avx2_int8_active() {
+  static const bool env_off = env_zero("QUANTA_CPU_VNNI");
+  return active_isa() == Isa::avx2 && !env_off && !g_vnni_off.load(std::memory_order_relaxed);
+}
+
+bool int8_active() {
+  return vnni_active() || avx2_int8_active();
+}
+
 void disable_vnni(bool off) {
   g_vnni_off.store(off, std::memory_order_relaxed);
 }

@@ -61,6 +61,12 @@ void force_isa(std::optional<Isa> isa);
 bool vnni_active();
 void disable_vnni(bool off);
 
+// The avx2 level's integer GEMV (x86/avx2_int8.hpp: packed 4-bit formats on vpmaddubsw): where the
+// level is avx2, under the same switches as vnni_active() (QUANTA_CPU_VNNI=0, disable_vnni(true)
+// turn off every integer GEMV). int8_active(): either one.
+bool avx2_int8_active();
+bool int8_active();
+
 // The tiled path's AMX-BF16 tile products (src/cpu/x86/amx_gemm.*, kernel qmm_amx_avx512): where
 // the CPU has AMX-BF16 and AVX512-BF16, Linux granted the tile state and the level is avx512,
 // unless QUANTA_CPU_AMX=0 or disable_amx(true).

@@ -158,7 +158,16 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
                        f.name());
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
-  if (!vnni_active()) return "this CPU level has no VNNI kernel (needs AVX512-VNNI, VBMI and GFNI)";
+  const bool four_bit = (f.scheme == Scheme::affine && f.bits == 4) || f.scheme == Scheme::q4_0 ||
+                        f.scheme == Scheme::q4_1 || f.scheme == Scheme::mxfp4 ||
+                        f.scheme == Scheme::nvfp4;
+  if (avx2_int8_active() && !four_bit)
+    return fmt::format(
+        "the avx2 level packs only 4-bit codes (affine 4-bit, q4_0, q4_1, mxfp4, nvfp4), not {}; "
+        "the other widths need AVX512-VNNI, VBMI and GFNI",
+        f.name());
+  if (!int8_active())
+    return "this CPU level has no packed kernel (needs AVX2, or AVX512-VNNI, VBMI and GFNI)";
   if (f.scheme == Scheme::mxfp4) {
     // The packed kernel's bias, -12 · 2^(E - 128), overflows f32 from E = 253.
     const auto* sc = reinterpret_cast<const uint8_t*>(w.scales);

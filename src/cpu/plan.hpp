@@ -35,9 +35,10 @@ struct WeightPlan {
   // M = 1 GEMV only: 2-bit affine groups of half a quad-order chunk are read in pairs
   // (gemv.hpp kQuadHalf); the several-rows-of-x path measured faster in the natural order.
   bool quad_pairs = false;
-  // GEMV only, decided once per call (vnni_active()): the K-quants, affine (every width), GGUF
+  // GEMV only, decided once per call (int8_active()): the K-quants, affine (every width), GGUF
   // q4_0 .. q8_0, mxfp4 and nvfp4 take x as integer planes
-  // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level.
+  // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level, the packed 4-bit formats
+  // (x86/avx2_int8.hpp) on the avx2 level.
   bool int8_x = false;
   // With int8_x, how the next pass of rows is prefetched (gemv_prefetch()): into L2 instead of
   // L1, and per row at the current offset instead of as one run.
@@ -66,6 +67,10 @@ struct WeightPlan {
 // selector's fused range (fused_max_rows); defined in fast.cpp (generic code, not an inline
 // function the ISA files would each compile).
 bool affine_planes_gemv(Scheme s, int64_t k);
+
+// Whether the avx2 level's packed GEMV (x86/avx2_int8.hpp) serves w: a pack of 4-bit codes (affine
+// 4-bit, GGUF q4_0 and q4_1, mxfp4, nvfp4). Defined in fast.cpp, as affine_planes_gemv.
+bool avx2_int8_gemv(const WeightPlan& w);
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].
 struct Rows {

@@ -18,6 +18,7 @@
 
 #include "cpu/engine/common.hpp"
 #ifdef QUANTA_CPU_X86
+#include "cpu/x86/avx2_int8.hpp"
 #include "cpu/x86/vnni_affine.hpp"
 #include "cpu/x86/vnni_kquant.hpp"
 #endif
@@ -39,7 +40,8 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
 // K-quants, GGUF q4_0 .. q8_0, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
 // multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
-// usable (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
+// usable, and the packed 4-bit formats (avx2_int8_gemv) on the avx2 level (x86/avx2_int8.hpp)
+// (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
 // its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
 // otherwise) and a last entry: 1 if the planes were made, 0 if x could not be split (non-finite or
 // tiny values; xp then holds x as f32 and the float kernel runs).
@@ -49,6 +51,7 @@ inline bool gemv_int8_x(const WeightPlan& w) {
     return w.int8_x && (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K ||
                         w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
                         w.scheme == Scheme::q6_K || affine_planes_gemv(w.scheme, w.k));
+  if constexpr (W == 8) return w.int8_x && avx2_int8_gemv(w);
 #endif
   return false;
 }
@@ -483,8 +486,12 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
   if (gemv_int8_x(w)) {
     float* pow2 = xs + K / gemv_xs_elems(w);
     auto* planes = reinterpret_cast<uint8_t*>(xp);
-    const bool made = int8_affine_kernel(w) ? vnni::affine_prep(w, x, planes, pow2)
-                                            : vnni::prep(w.scheme, x, K, planes, pow2);
+    bool made;
+    if constexpr (W == 8)
+      made = avx2_int8::prep(w, x, planes, pow2);
+    else
+      made = int8_affine_kernel(w) ? vnni::affine_prep(w, x, planes, pow2)
+                                   : vnni::prep(w.scheme, x, K, planes, pow2);
     pow2[gemv_int8_pow2_count(w)] = made ? 1.0f : 0.0f;
     if (made) return;
   }
@@ -520,6 +527,7 @@ inline void gemv_int8_rows(const WeightPlan& w, const float* const* xp, const fl
     mp.xs[i] = xs[i];
     mp.pow2[i] = xs[i] + w.k / gemv_xs_elems(w);
   }
+  if constexpr (W == 8) return avx2_int8::packed_multi(w, mp, n0, n1, y, ldy);
   if (w.pack != nullptr) return vnni::affine_packed_multi(w, mp, n0, n1, y, ldy);
   if (int8_affine_kernel(w)) return vnni::affine_gemv_multi(w, mp, n0, n1, y, ldy);
   vnni::gemv_multi(w, mp, n0, n1, y, ldy);

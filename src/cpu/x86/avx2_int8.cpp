@@ -1,0 +1,371 @@
+// The avx2 level's packed GEMV on vpmaddubsw / vpmaddwd (see avx2_int8.hpp). Everything but the
+// two entry points has internal linkage, and no std:: inline function is used: this file is
+// built with -mavx2 and must not hand the linker an AVX2 copy of a shared inline function.
+#include "cpu/x86/avx2_int8.hpp"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace quanta::cpu::avx2_int8 {
+
+namespace {
+
+constexpr int64_t kBlock = 128;              // weights per step: vnni::kAffineBlock
+constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (VNNI's layout)
+constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPackRows
+constexpr int64_t kCodeBytes = 64;           // one row's 128 codes (4-bit)
+
+float pow2(int e) {
+  return __builtin_ldexpf(1.0f, e);
+}
+
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The largest |x| of every block into big[b]; false for a NaN, an infinity, or a nonzero largest
+// |x| below 2^-96 (its 2^e would leave the normal range), as vnni::block_max.
+bool block_max(const float* x, int64_t blocks, float* big) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t v = 0; v < kBlock / 8; ++v) {
+      const __m256 xv = _mm256_loadu_ps(x + b * kBlock + 8 * v);
+      if (_mm256_movemask_ps(_mm256_cmp_ps(xv, xv, _CMP_UNORD_Q)) != 0) return false;
+      mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, xv));
+    }
+    big[b] = hmax(mx);
+    if (big[b] > 0x1.fffffep127f || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
+  }
+  return true;
+}
+
+// 32 int32 lanes (four vectors, in element order) -> 32 int8 in element order.
+__m256i pack_digits(const __m256i (&c)[4]) {
+  const __m256i ab = _mm256_packs_epi32(c[0], c[1]);  // a0-3 b0-3 | a4-7 b4-7
+  const __m256i cd = _mm256_packs_epi32(c[2], c[3]);
+  const __m256i all = _mm256_packs_epi16(ab, cd);  // dwords a_lo b_lo c_lo d_lo | a_hi ..
+  return _mm256_permutevar8x32_epi32(all, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// The block's three planes at 2^e, each as VNNI's two 64-byte vectors (vnni_affine.cpp, Ctl):
+// nibble order (MLX's codes: vector v byte i is element 2i + v) or, with gguf, block32 order
+// (GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i). Every step is exact, as
+// in vnni::block_digits.
+void block_digits(const float* xb, uint8_t* pb, int e, bool gguf) {
+  const __m256 up0 = _mm256_set1_ps(pow2(-(e + 14))), down0 = _mm256_set1_ps(pow2(e + 14));
+  const __m256 up1 = _mm256_set1_ps(pow2(-(e + 7))), down1 = _mm256_set1_ps(pow2(e + 7));
+  const __m256 up2 = _mm256_set1_ps(pow2(-e));
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  // Within each 16-byte lane: the 8 even bytes, then the 8 odd ones.
+  const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
+                                            2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  __m256i d[3][4];  // plane p, elements 32q .. 32q + 31
+  for (int q = 0; q < 4; ++q) {
+    __m256i c[3][4];
+    for (int v = 0; v < 4; ++v) {
+      const __m256 xv = _mm256_loadu_ps(xb + 32 * q + 8 * v);
+      const __m256 c0 = _mm256_round_ps(_mm256_mul_ps(xv, up0), kRound);
+      const __m256 r1 = _mm256_fnmadd_ps(c0, down0, xv);
+      const __m256 c1 = _mm256_round_ps(_mm256_mul_ps(r1, up1), kRound);
+      const __m256 c2 =
+          _mm256_round_ps(_mm256_mul_ps(_mm256_fnmadd_ps(c1, down1, r1), up2), kRound);
+      c[0][v] = _mm256_cvtps_epi32(c0);
+      c[1][v] = _mm256_cvtps_epi32(c1);
+      c[2][v] = _mm256_cvtps_epi32(c2);
+    }
+    for (int p = 0; p < 3; ++p) {
+      d[p][q] = pack_digits(c[p]);
+      // Nibble order: [16 even elements | 16 odd ones] of the 32.
+      if (!gguf) d[p][q] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(d[p][q], even_odd), 0xD8);
+    }
+  }
+  // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1], in both orders.
+  for (int p = 0; p < 3; ++p)
+    for (int h = 0; h < 2; ++h) {
+      uint8_t* out = pb + p * 128 + h * 32;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                          _mm256_permute2x128_si256(d[p][2 * h], d[p][2 * h + 1], 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                          _mm256_permute2x128_si256(d[p][2 * h], d[p][2 * h + 1], 0x31));
+    }
+}
+
+// Lanes [0, cnt) all ones, the rest zero (cnt may be <= 0 or >= 8).
+__m256i lanes_below(int cnt) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Eight scales or biases of dtype sz bytes (4: f32, 2: f16 or, with bf16, bf16) from p as f32.
+// The loads may read past the run (the pack's next bytes, or its kRowOverread of zeros at the
+// end); the caller masks lanes past the chunk's groups.
+__m256 load_sd(const uint8_t* p, int sz, bool bf16) {
+  if (sz == 4) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (!bf16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// Eight group scales from `at` as f32: of the pack's dtype, or mxfp4's E8M0 bytes as
+// 2^(E - 128) (the codes are mapped to 2·value + 12, so the scales halved; E = 0: 2^-128, E =
+// 255: NaN), or nvfp4's E4M3 bytes at half their value (vnni_affine.cpp group_scales).
+template <bool kE2M1, bool kE4M3>
+__m256 group_scales(const uint8_t* at, int sz, bool bf16) {
+  if constexpr (kE2M1 && !kE4M3) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+    const __m256 v =
+        _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(e, 23)), _mm256_set1_ps(0.5f));
+    const __m256 zero = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+    return _mm256_blendv_ps(_mm256_blendv_ps(v, _mm256_set1_ps(0x1p-128f), zero),
+                            _mm256_set1_ps(__builtin_nanf("")), nan);
+  } else if constexpr (kE4M3) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+    const __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7F));
+    __m256 v =
+        _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 20)), _mm256_set1_ps(0x1p119f));
+    v = _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_castps_si256(v),
+                        _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24)));
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7F)));
+    return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan);
+  } else {
+    return load_sd(at, sz, bf16);
+  }
+}
+
+// E2M1 code -> 2·value + 12 (0..24), per 16-byte lane for vpshufb (vnni_affine.cpp kE2M1Unsigned);
+// plain bytes, not a vector constant, which would be made by AVX2 code at load time.
+alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10,
+                                              9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
+                                              20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
+
+// Half h (32 bytes: 64 codes) of one row's block at c as its low and high nibbles (E2M1: mapped).
+template <bool kE2M1>
+void half_codes(const uint8_t* c, __m256i& lo, __m256i& hi) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  lo = _mm256_and_si256(raw, mask);
+  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+  if constexpr (kE2M1) {
+    const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lut));
+    lo = _mm256_shuffle_epi8(lut, lo);
+    hi = _mm256_shuffle_epi8(lut, hi);
+  }
+}
+
+// One half's dot products per int32 lane (lane t: 8 codes of one group) against P planes of x at
+// xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
+template <int P>
+__m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
+  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·24·127) < 2^15
+    const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128));
+    const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
+  };
+  if constexpr (P == 2)
+    return _mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(128)),
+                            _mm256_madd_epi16(plane(1), _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(1 << 14)),
+                                           _mm256_madd_epi16(plane(1), _mm256_set1_epi16(128))),
+                          _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
+}
+
+// The scales of half h's lanes in step s: lane t of half h holds codes of group
+// (64h + 8t) / G of the block, sc the row's chunk of group scales.
+template <int G>
+__m256 half_scales(const float* sc, int s, int h) {
+  constexpr int kGpv = static_cast<int>(kBlock / G);
+  if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
+  if constexpr (G == 64) return _mm256_set1_ps(sc[2 * s + h]);
+  if constexpr (G == 32) {
+    const __m256 four = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(sc + kGpv * s));
+    return _mm256_permutevar8x32_ps(four, h == 0 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)
+                                                 : _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+  }
+  const __m256 eight = _mm256_loadu_ps(sc + kGpv * s);  // G = 16
+  return _mm256_permutevar8x32_ps(eight, h == 0 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)
+                                                : _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+}
+
+template <bool kL2>
+void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+}
+
+// One tile of the pack (four rows of W; cpu/pack.hpp) times M rows of x, into out[m][r], as
+// vnni_affine.cpp's packed_tile: per chunk each row's scales times x's per-group 2^e go to a stack
+// buffer and its biases times x's group sums join the accumulators; per step and half, a row's
+// codes are split once and serve the M rows of x. The next tile's chunk is prefetched a line at a
+// time, spread over the steps. Rows of W go RB at a time over a chunk (M = 3, 4: two, so the
+// 8-lane accumulators stay within the 16 registers); the chunk's codes come from L1 again.
+// kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8).
+template <int G, int M, int P, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
+                 const vnni::MultiPlanes& mp, float (&out)[M][kRows]) {
+  constexpr int R = kRows, RB = M <= 2 ? 4 : 2;
+  constexpr int kGpv = static_cast<int>(kBlock / G);
+  constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
+  const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
+  const bool bf16 = w.scale_dtype == DType::bf16;
+  const int64_t steps = w.k / kBlock;
+  alignas(32) float sc[R][M][16];
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  for (int64_t s0 = 0; s0 < steps; s0 += w.pack_steps) {
+    const int ns = static_cast<int>(steps - s0 < w.pack_steps ? steps - s0 : w.pack_steps);
+    const int cnt = ns * kGpv;  // groups per row in this chunk (<= 16)
+    const int64_t code_bytes = R * ns * kCodeBytes;
+    constexpr int kRuns = kBias != 0 ? 1 : 2;  // scales (and biases)
+    const int64_t bytes = (code_bytes + kRuns * R * cnt * sz + 63) / 64 * 64;
+    const uint8_t* sp = p + code_bytes;
+    const uint8_t* bp = sp + R * cnt * sz;
+    const int64_t g0 = s0 * kGpv;
+    for (int half = 0; half < 2; ++half) {  // groups 8·half .. of the chunk
+      const int left = cnt - 8 * half;
+      if (left <= 0) break;
+      const __m256i live = lanes_below(left);
+      for (int r = 0; r < R; ++r) {
+        const __m256 s =
+            _mm256_and_ps(group_scales<kE2M1, kE4M3>(sp + (r * cnt + 8 * half) * sz, sz, bf16),
+                          _mm256_castsi256_ps(live));
+        const __m256 b = kBias != 0
+                             ? _mm256_mul_ps(s, _mm256_set1_ps(static_cast<float>(kBias)))
+                             : _mm256_and_ps(load_sd(bp + (r * cnt + 8 * half) * sz, sz, bf16),
+                                             _mm256_castsi256_ps(live));
+        for (int m = 0; m < M; ++m) {
+          const __m256 p2 = _mm256_mul_ps(_mm256_maskload_ps(mp.pow2[m] + g0 + 8 * half, live),
+                                          _mm256_set1_ps(kUnit));
+          _mm256_store_ps(sc[r][m] + 8 * half, _mm256_mul_ps(s, p2));
+          acc[r][m] =
+              _mm256_fmadd_ps(b, _mm256_maskload_ps(mp.xs[m] + g0 + 8 * half, live), acc[r][m]);
+        }
+      }
+    }
+    const uint8_t* pf_end = pf + bytes;
+    const int64_t per_step = (bytes / 64 + ns - 1) / ns;
+    for (int r0 = 0; r0 < R; r0 += RB) {
+      for (int s = 0; s < ns; ++s) {
+        if (r0 == 0)
+          for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch<kL2>(pf);
+        const uint8_t* cp = p + s * R * kCodeBytes;
+        for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+          for (int r = r0; r < r0 + RB; ++r) {
+            __m256i lo, hi;
+            half_codes<kE2M1>(cp + r * kCodeBytes + 32 * h, lo, hi);
+#pragma GCC unroll 4
+            for (int m = 0; m < M; ++m) {
+              const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes + 32 * h;
+              const __m256 v = _mm256_cvtepi32_ps(half_dot<P>(lo, hi, xb));
+              acc[r][m] = _mm256_fmadd_ps(half_scales<G>(sc[r][m], s, h), v, acc[r][m]);
+            }
+          }
+        }
+      }
+    }
+    p += bytes;
+    pf = pf_end;
+  }
+  const float global = kE4M3 ? w.global : 1.0f;
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) out[m][r] = hsum(acc[r][m]) * global;
+}
+
+template <int G, int M, int P, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  const int64_t tiles = (w.n + kRows - 1) / kRows;
+  for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
+    const uint8_t* p = w.pack + t * w.pack_tile_bytes;
+    float out[M][kRows];
+    packed_tile<G, M, P, kE2M1, kE4M3, kBias, kL2>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
+                                                   mp, out);
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t n = t * kRows + r;
+      if (n < n0 || n >= n1) continue;
+      for (int m = 0; m < M; ++m) y[m * ldy + n] = out[m][r];
+    }
+  }
+}
+
+}  // namespace
+
+bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
+  const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
+  float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
+  if (!block_max(x, blocks, big)) return false;
+  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* pb = planes + b * kPlaneBytes;
+    if (big[b] == 0.0f) {
+      for (int64_t i = 0; i < kPlaneBytes; i += 32)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + i), _mm256_setzero_si256());
+      big[b] = 1.0f;
+      continue;
+    }
+    // The largest |x| / 2^(e + 14) in [64, 128), or [32, 64) where it would round to 128.
+    int e = __builtin_ilogbf(big[b]) - 20;
+    if (__builtin_nearbyintf(__builtin_ldexpf(big[b], -(e + 14))) > 127.0f) ++e;
+    block_digits(x + b * kBlock, pb, e, gguf);
+    big[b] = pow2(e);
+  }
+  for (int64_t b = blocks - 1; b >= 0; --b) {  // every group takes its block's 2^e
+    const float p = big[b];
+    for (int64_t j = per_block - 1; j >= 0; --j) group_pow2[b * per_block + j] = p;
+  }
+  return true;
+}
+
+void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1,
+                  float* y, int64_t ldy) {
+  auto rows = [&]<int G, bool kE2M1, bool kE4M3, int kBias>() {
+    auto with_m = [&]<int M>() {
+      auto with_p = [&]<int P>() {
+        if (w.prefetch_l2)
+          packed_rows<G, M, P, kE2M1, kE4M3, kBias, true>(w, mp, n0, n1, y, ldy);
+        else
+          packed_rows<G, M, P, kE2M1, kE4M3, kBias, false>(w, mp, n0, n1, y, ldy);
+      };
+      if (w.x_bf16)
+        with_p.template operator()<2>();
+      else
+        with_p.template operator()<3>();
+    };
+    switch (mp.m) {
+      case 1:
+        return with_m.template operator()<1>();
+      case 2:
+        return with_m.template operator()<2>();
+      case 3:
+        return with_m.template operator()<3>();
+      default:
+        return with_m.template operator()<4>();
+    }
+  };
+  if (w.pack_e4m3) return rows.template operator()<16, true, true, -12>();   // nvfp4
+  if (w.pack_e2m1) return rows.template operator()<32, true, false, -12>();  // mxfp4
+  if (w.scheme == Scheme::q4_0) return rows.template operator()<32, false, false, -8>();
+  switch (w.group) {  // affine 4-bit; q4_1 (g32, biases stored)
+    case 32:
+      return rows.template operator()<32, false, false, 0>();
+    case 64:
+      return rows.template operator()<64, false, false, 0>();
+    default:
+      return rows.template operator()<128, false, false, 0>();
+  }
+}
+
+}  // namespace quanta::cpu::avx2_int8
