@@ -468,7 +468,7 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
         }
       const Footprint fp = w.footprint();
       std::memset(w.codes, 0x6C, fp.code_bytes);
-      std::memset(w.scales, 0x33, fp.scale_bytes);
+      if (fp.scale_bytes) std::memset(w.scales, 0x33, fp.scale_bytes);  // GGUF: none apart
       if (fp.bias_bytes) std::memset(w.biases, 0x44, fp.bias_bytes);
       for (std::size_t i = 0; i < xs.size(); ++i)
         for (int threads : {1, 2}) {
