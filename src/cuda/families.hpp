@@ -153,7 +153,7 @@ void qmm_affine_mma(ConstMatrixView x, const QuantizedMatrix& w, const int32_t* 
 // Expert stacks on the same kernel (gather_matmul): the rows of x grouped by expert on the device
 // (expert_passes.hpp), a pass of up to 128 rows of one expert per grid row.
 std::string gather_qmm_affine_mma_supports(const Problem& p);
-std::string gather_qmm_affine_mma_ahead_supports(const Problem& p);  // 8 (2-bit: 12) rows an expert
+std::string gather_qmm_affine_mma_ahead_supports(const Problem& p);  // 8-11 rows an expert
 
 // gather_qmm_scaled_mma.cu: the same grouping and tile kernel for the microscaled and fp8 [N, K]
 // expert stacks (f16/bf16 x; E8M0-scaled codes with bf16 x only).
