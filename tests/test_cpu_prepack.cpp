@@ -404,9 +404,10 @@ TEST_F(CpuPrepack, DescribeSaysPacked) {
   EXPECT_EQ(p.describe().ends_with(" packed"), p.host_pack != nullptr) << p.describe();
 }
 
-// Without prefer_pack: on CPUs whose GEMV prefetches the next rows one by one (Intel), M <= 2 reads
-// the plain rows of a packed [N, K] matrix and M = 4 the pack, elsewhere every M the pack. The
-// pack scribbled over shows which one each M read.
+// Without prefer_pack: on VNNI CPUs whose GEMV prefetches the next rows one by one (Intel), M <= 2
+// reads the plain rows of a packed [N, K] matrix and M = 4 the pack, elsewhere (and at the avx2
+// level, which has no integer kernel for the plain rows) every M the pack. The pack scribbled over
+// shows which one each M read.
 TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
   if (!cpu::int8_active()) GTEST_SKIP() << "no packed kernel on this CPU level";
   const int64_t n = 70, k = 2048;
@@ -415,7 +416,7 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
     const QuantizedMatrix p = prepack(w);
     ASSERT_TRUE(p.host_pack);
     std::memset(p.host_pack->data.get(), 0x5A, static_cast<std::size_t>(p.host_pack->expert_bytes));
-    const bool per_row = cpu::gemv_prefetch().rows;
+    const bool per_row = cpu::gemv_prefetch().rows && cpu::vnni_active();
     for (int64_t m : {1, 2, 4}) {
       const test::Dense x = test::random_dense(DType::f32, m, k, 90 + static_cast<uint32_t>(m));
       const ref::Comparison cmp = run(x, p, ref::matmul(x.view(), w), kernel_for(m));

@@ -288,8 +288,9 @@ void prefer_pack(bool on) {
 
 const HostPack* pack_for_rows(const QuantizedMatrix& w, int64_t m) {
   const HostPack* p = pack_of(w);
+  // Only the VNNI level has an integer kernel for the plain rows; the avx2 level's reads the pack.
   if (p != nullptr && m <= kPlainRowsMaxM && w.layout == Layout::nk && gemv_prefetch().rows &&
-      !g_prefer_pack.load(std::memory_order_relaxed))
+      vnni_active() && !g_prefer_pack.load(std::memory_order_relaxed))
     return nullptr;
   return p;
 }

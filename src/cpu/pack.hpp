@@ -86,7 +86,8 @@ const HostPack* pack_of(const QuantizedMatrix& w);
 // GEMV prefetches the next rows one by one (gemv_prefetch().rows: Intel), where the plain rows
 // (four code streams and their scale runs a thread, against the pack's one stream) read
 // 1.04-1.24x faster at M = 1 and 1.0-1.13x at M = 2; from M = 4 the pack is 1.04-1.11x ahead
-// (Emerald Rapids VM, docs/perf-cpu.md). prefer_pack(true) always takes the pack (tests that
+// (Emerald Rapids VM, docs/perf-cpu.md). Only where vnni_active(): the avx2 level has no integer
+// kernel for the plain rows. prefer_pack(true) always takes the pack (tests that
 // prove the pack is read).
 const HostPack* pack_for_rows(const QuantizedMatrix& w, int64_t m);
 void prefer_pack(bool on);
