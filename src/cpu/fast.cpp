@@ -818,11 +818,13 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 
 }  // namespace
 
+bool avx2_int8_format(Scheme s, int bits) {
+  return (s == Scheme::affine && bits == 4) || s == Scheme::q4_0 || s == Scheme::q4_1 ||
+         s == Scheme::mxfp4 || s == Scheme::nvfp4;
+}
+
 bool avx2_int8_gemv(const WeightPlan& w) {
-  const bool four_bit = (w.scheme == Scheme::affine && w.bits == 4) || w.scheme == Scheme::q4_0 ||
-                        w.scheme == Scheme::q4_1 || w.scheme == Scheme::mxfp4 ||
-                        w.scheme == Scheme::nvfp4;
-  return w.pack != nullptr && four_bit;
+  return w.pack != nullptr && avx2_int8_format(w.scheme, w.bits);
 }
 
 bool affine_planes_gemv(Scheme s, int64_t k) {

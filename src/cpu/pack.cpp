@@ -158,10 +158,7 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
                        f.name());
   if (w.k % kPackBlock != 0) return fmt::format("K = {} is not a multiple of {}", w.k, kPackBlock);
   if (w.location != Location::host) return "the matrix is not in host memory";
-  const bool four_bit = (f.scheme == Scheme::affine && f.bits == 4) || f.scheme == Scheme::q4_0 ||
-                        f.scheme == Scheme::q4_1 || f.scheme == Scheme::mxfp4 ||
-                        f.scheme == Scheme::nvfp4;
-  if (avx2_int8_active() && !four_bit)
+  if (avx2_int8_active() && !avx2_int8_format(f.scheme, f.bits))
     return fmt::format(
         "the avx2 level packs only 4-bit codes (affine 4-bit, q4_0, q4_1, mxfp4, nvfp4), not {}; "
         "the other widths need AVX512-VNNI, VBMI and GFNI",

@@ -68,8 +68,10 @@ struct WeightPlan {
 // function the ISA files would each compile).
 bool affine_planes_gemv(Scheme s, int64_t k);
 
-// Whether the avx2 level's packed GEMV (x86/avx2_int8.hpp) serves w: a pack of 4-bit codes (affine
-// 4-bit, GGUF q4_0 and q4_1, mxfp4, nvfp4). Defined in fast.cpp, as affine_planes_gemv.
+// The formats the avx2 level packs and its packed GEMV (x86/avx2_int8.hpp) serves: 4-bit codes
+// (affine 4-bit, GGUF q4_0 and q4_1, mxfp4, nvfp4); avx2_int8_gemv: w is one with its pack.
+// Defined in fast.cpp, as affine_planes_gemv.
+bool avx2_int8_format(Scheme s, int bits);
 bool avx2_int8_gemv(const WeightPlan& w);
 
 // Activations and results of one call: x is f32 [m, k] with row stride ldx; y is f32 [m, n].
