@@ -173,8 +173,9 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
   const QuantizedMatrix w = make_weights(c, N, K, DType::f32, 7);
   for (Isa isa : machine_isas()) {
     for (const bool no_vnni : {false, true}) {
-      if (no_vnni && !(isa == Isa::avx512 && vnni_here())) continue;
-      SCOPED_TRACE(no_vnni ? "VNNI kernels off" : "");
+      // Both levels with integer GEMVs (avx512 with VNNI, avx2) also run with them off.
+      if (no_vnni && !(isa == Isa::avx2 || (isa == Isa::avx512 && vnni_here()))) continue;
+      SCOPED_TRACE(no_vnni ? "integer kernels off" : "");
       const cpu::ScopedIsa scoped(isa);
       const ScopedNoVnni vnni(no_vnni);
       // Past the threshold the nk tiles are packed K-major (outer-product form).
@@ -198,8 +199,8 @@ TEST_P(CpuKernels, EveryIsaAndPathMatchesOracle) {
 // of 256 (128 for affine) elements, 2^e from the block's largest |x|: outliers 10^4 times the rest,
 // a block of zeros, a block of values near 2^-90 and one with a value near 10^30 must still meet
 // the f32 bound; a NaN, an infinity or a block below 2^-96 make them fall back to the float kernels
-// (NaN or the exact value, not a wrong one). Runs on every level (the planes only on avx512
-// with VNNI).
+// (NaN or the exact value, not a wrong one). Runs on every level (the planes on avx512 with VNNI,
+// and on avx2 for the K-quants).
 class PlaneExtremes : public ::testing::TestWithParam<Format> {};
 
 TEST_P(PlaneExtremes, ActivationExtremes) {

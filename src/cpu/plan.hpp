@@ -38,7 +38,7 @@ struct WeightPlan {
   // GEMV only, decided once per call (int8_active()): the K-quants, affine (every width), GGUF
   // q4_0 .. q8_0, mxfp4 and nvfp4 take x as integer planes
   // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level, the packed 4-bit formats
-  // (x86/avx2_int8.hpp) on the avx2 level.
+  // (x86/avx2_int8.hpp) and the K-quants (x86/avx2_kquant.hpp) on the avx2 level.
   bool int8_x = false;
   // With int8_x, how the next pass of rows is prefetched (gemv_prefetch()): into L2 instead of
   // L1, and per row at the current offset instead of as one run.

@@ -19,6 +19,7 @@
 #include "cpu/engine/common.hpp"
 #ifdef QUANTA_CPU_X86
 #include "cpu/x86/avx2_int8.hpp"
+#include "cpu/x86/avx2_kquant.hpp"
 #include "cpu/x86/vnni_affine.hpp"
 #include "cpu/x86/vnni_kquant.hpp"
 #endif
@@ -31,6 +32,12 @@ inline bool gguf32_int8(Scheme s) {
          s == Scheme::q8_0;
 }
 
+// The K-quants, whose integer GEMVs (vnni_kquant.hpp, avx2_kquant.hpp) read the rows as stored.
+inline bool kquant_scheme(Scheme s) {
+  return s == Scheme::q2_K || s == Scheme::q3_K || s == Scheme::q4_K || s == Scheme::q5_K ||
+         s == Scheme::q6_K;
+}
+
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
 inline bool int8_affine_kernel(const WeightPlan& w) {
   return w.scheme == Scheme::affine || gguf32_int8(w.scheme) || w.scheme == Scheme::mxfp4 ||
@@ -40,18 +47,16 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
 // K-quants, GGUF q4_0 .. q8_0, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
 // multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
-// usable, and the packed 4-bit formats (avx2_int8_gemv) on the avx2 level (x86/avx2_int8.hpp)
-// (w.int8_x, set once per call so that the prep and every task agree). xs then holds, after
-// its sums, gemv_int8_pow2_count powers of two (per 256-element block for the K-quants, per group
-// otherwise) and a last entry: 1 if the planes were made, 0 if x could not be split (non-finite or
-// tiny values; xp then holds x as f32 and the float kernel runs).
+// usable, and on the avx2 level the packed 4-bit formats (avx2_int8_gemv, x86/avx2_int8.hpp) and
+// the K-quants (x86/avx2_kquant.hpp) (w.int8_x, set once per call so that the prep and every task
+// agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per 256-element block
+// for the K-quants, per group otherwise) and a last entry: 1 if the planes were made, 0 if x could
+// not be split (non-finite or tiny values; xp then holds x as f32 and the float kernel runs).
 inline bool gemv_int8_x(const WeightPlan& w) {
 #ifdef QUANTA_CPU_X86
   if constexpr (W == 16)
-    return w.int8_x && (w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K ||
-                        w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
-                        w.scheme == Scheme::q6_K || affine_planes_gemv(w.scheme, w.k));
-  if constexpr (W == 8) return w.int8_x && avx2_int8_gemv(w);
+    return w.int8_x && (kquant_scheme(w.scheme) || affine_planes_gemv(w.scheme, w.k));
+  if constexpr (W == 8) return w.int8_x && (kquant_scheme(w.scheme) || avx2_int8_gemv(w));
 #endif
   return false;
 }
@@ -488,7 +493,8 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
     auto* planes = reinterpret_cast<uint8_t*>(xp);
     bool made;
     if constexpr (W == 8)
-      made = avx2_int8::prep(w, x, planes, pow2);
+      made = kquant_scheme(w.scheme) ? avx2_kquant::prep(x, K, planes, pow2)
+                                     : avx2_int8::prep(w, x, planes, pow2);
     else
       made = int8_affine_kernel(w) ? vnni::affine_prep(w, x, planes, pow2)
                                    : vnni::prep(w.scheme, x, K, planes, pow2);
@@ -527,7 +533,10 @@ inline void gemv_int8_rows(const WeightPlan& w, const float* const* xp, const fl
     mp.xs[i] = xs[i];
     mp.pow2[i] = xs[i] + w.k / gemv_xs_elems(w);
   }
-  if constexpr (W == 8) return avx2_int8::packed_multi(w, mp, n0, n1, y, ldy);
+  if constexpr (W == 8) {
+    if (kquant_scheme(w.scheme)) return avx2_kquant::gemv_multi(w, mp, n0, n1, y, ldy);
+    return avx2_int8::packed_multi(w, mp, n0, n1, y, ldy);
+  }
   if (w.pack != nullptr) return vnni::affine_packed_multi(w, mp, n0, n1, y, ldy);
   if (int8_affine_kernel(w)) return vnni::affine_gemv_multi(w, mp, n0, n1, y, ldy);
   vnni::gemv_multi(w, mp, n0, n1, y, ldy);

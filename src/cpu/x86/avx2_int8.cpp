@@ -1,90 +1,38 @@
 // The avx2 level's packed GEMV on vpmaddubsw / vpmaddwd (see avx2_int8.hpp). Everything but the
 // two entry points has internal linkage, and no std:: inline function is used: this file is
-// built with -mavx2 and must not hand the linker an AVX2 copy of a shared inline function.
+// built with -mavx2 and must not hand the linker an AVX2 copy of a shared inline function (those
+// of avx2_common.hpp are included only by files built with the same flags).
 #include "cpu/x86/avx2_int8.hpp"
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "cpu/x86/avx2_common.hpp"
+
 namespace quanta::cpu::avx2_int8 {
 
 namespace {
+
+using namespace avx2_common;
 
 constexpr int64_t kBlock = 128;              // weights per step: vnni::kAffineBlock
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (VNNI's layout)
 constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPackRows
 constexpr int64_t kCodeBytes = 64;           // one row's 128 codes (4-bit)
 
-float pow2(int e) {
-  return __builtin_ldexpf(1.0f, e);
-}
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// The largest |x| of every block into big[b]; false for a NaN, an infinity, or a nonzero largest
-// |x| below 2^-96 (its 2^e would leave the normal range), as vnni::block_max.
-bool block_max(const float* x, int64_t blocks, float* big) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m256 mx = _mm256_setzero_ps();
-    for (int64_t v = 0; v < kBlock / 8; ++v) {
-      const __m256 xv = _mm256_loadu_ps(x + b * kBlock + 8 * v);
-      if (_mm256_movemask_ps(_mm256_cmp_ps(xv, xv, _CMP_UNORD_Q)) != 0) return false;
-      mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, xv));
-    }
-    big[b] = hmax(mx);
-    if (big[b] > 0x1.fffffep127f || (big[b] != 0.0f && big[b] < 0x1p-96f)) return false;
-  }
-  return true;
-}
-
-// 32 int32 lanes (four vectors, in element order) -> 32 int8 in element order.
-__m256i pack_digits(const __m256i (&c)[4]) {
-  const __m256i ab = _mm256_packs_epi32(c[0], c[1]);  // a0-3 b0-3 | a4-7 b4-7
-  const __m256i cd = _mm256_packs_epi32(c[2], c[3]);
-  const __m256i all = _mm256_packs_epi16(ab, cd);  // dwords a_lo b_lo c_lo d_lo | a_hi ..
-  return _mm256_permutevar8x32_epi32(all, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 // The block's three planes at 2^e, each as VNNI's two 64-byte vectors (vnni_affine.cpp, Ctl):
 // nibble order (MLX's codes: vector v byte i is element 2i + v) or, with gguf, block32 order
 // (GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i). Every step is exact, as
 // in vnni::block_digits.
 void block_digits(const float* xb, uint8_t* pb, int e, bool gguf) {
-  const __m256 up0 = _mm256_set1_ps(pow2(-(e + 14))), down0 = _mm256_set1_ps(pow2(e + 14));
-  const __m256 up1 = _mm256_set1_ps(pow2(-(e + 7))), down1 = _mm256_set1_ps(pow2(e + 7));
-  const __m256 up2 = _mm256_set1_ps(pow2(-e));
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   // Within each 16-byte lane: the 8 even bytes, then the 8 odd ones.
   const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
                                             2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   __m256i d[3][4];  // plane p, elements 32q .. 32q + 31
   for (int q = 0; q < 4; ++q) {
     __m256i c[3][4];
-    for (int v = 0; v < 4; ++v) {
-      const __m256 xv = _mm256_loadu_ps(xb + 32 * q + 8 * v);
-      const __m256 c0 = _mm256_round_ps(_mm256_mul_ps(xv, up0), kRound);
-      const __m256 r1 = _mm256_fnmadd_ps(c0, down0, xv);
-      const __m256 c1 = _mm256_round_ps(_mm256_mul_ps(r1, up1), kRound);
-      const __m256 c2 =
-          _mm256_round_ps(_mm256_mul_ps(_mm256_fnmadd_ps(c1, down1, r1), up2), kRound);
-      c[0][v] = _mm256_cvtps_epi32(c0);
-      c[1][v] = _mm256_cvtps_epi32(c1);
-      c[2][v] = _mm256_cvtps_epi32(c2);
-    }
+    digits32(xb + 32 * q, e, c);
     for (int p = 0; p < 3; ++p) {
       d[p][q] = pack_digits(c[p]);
       // Nibble order: [16 even elements | 16 odd ones] of the 32.
@@ -307,7 +255,7 @@ void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, i
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
-  if (!block_max(x, blocks, big)) return false;
+  if (!block_max<kBlock>(x, blocks, big)) return false;
   const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -317,9 +265,7 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
       big[b] = 1.0f;
       continue;
     }
-    // The largest |x| / 2^(e + 14) in [64, 128), or [32, 64) where it would round to 128.
-    int e = __builtin_ilogbf(big[b]) - 20;
-    if (__builtin_nearbyintf(__builtin_ldexpf(big[b], -(e + 14))) > 127.0f) ++e;
+    const int e = plane_exponent(big[b]);
     block_digits(x + b * kBlock, pb, e, gguf);
     big[b] = pow2(e);
   }

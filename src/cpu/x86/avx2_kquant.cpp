@@ -1,0 +1,357 @@
+// The avx2 level's K-quant GEMV on vpmaddubsw / vpmaddwd (see avx2_kquant.hpp). Everything but
+// the two entry points has internal linkage, and no std:: inline function is used: this file is
+// built with -mavx2 and must not hand the linker an AVX2 copy of a shared inline function (those
+// of avx2_common.hpp are included only by files built with the same flags).
+#include "cpu/x86/avx2_kquant.hpp"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/x86/avx2_common.hpp"
+
+namespace quanta::cpu::avx2_kquant {
+
+namespace {
+
+using namespace avx2_common;
+
+constexpr int64_t kBlockElems = 256;
+constexpr int64_t kPlaneBytes = 256;              // one plane of a block, element order
+constexpr int64_t kPlaneBlock = 3 * kPlaneBytes;  // a block's planes
+constexpr int kRows = 4;                          // rows of W a pass for one row of x
+
+float half_to_float(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
+__m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Storage row r (rows near the end of the buffer come from the padded tail copy).
+const uint8_t* row_at(const WeightPlan& w, int64_t r) {
+  return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
+}
+
+// Scales per int16 lane of a code vector: the 32 codes of sub-block v of 32 (q4_K, q5_K) from
+// s8x2 (its 8 scales as int16 in both 128-bit lanes).
+__m256i scales32(__m256i s8x2, int v) {
+  return _mm256_shuffle_epi8(s8x2, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * v)));
+}
+
+// The same for sub-blocks of 16 (q2_K, q3_K, q6_K): code vector v's first 16 codes take scale
+// 2v, the next 16 scale 2v + 1, from s16 (the 16 scales as int16).
+__m256i scales16(__m256i s16, int v) {
+  const __m256i half =
+      v < 4 ? _mm256_permute4x64_epi64(s16, 0x44) : _mm256_permute4x64_epi64(s16, 0xEE);
+  const int lo = (2 * v) % 8, hi = (2 * v + 1) % 8;
+  return _mm256_shuffle_epi8(
+      half, _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * hi)),
+                             _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * lo))));
+}
+
+// acc - Σ_j f·s_j·xs_j over the block's 16 sub-blocks (s: 16 signed bytes).
+__m256 sub16_terms(__m256 acc, __m128i s, __m256 f, const float* xs) {
+  auto eight = [&](__m128i b) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), f);
+  };
+  acc = _mm256_fnmadd_ps(eight(s), _mm256_loadu_ps(xs), acc);
+  return _mm256_fnmadd_ps(eight(_mm_srli_si128(s, 8)), _mm256_loadu_ps(xs + 8), acc);
+}
+
+// Eight bytes as f32.
+__m256 bytes_u8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Each format: kBytes per block, d (the factor of the code term), codes(v): the 32 unsigned codes
+// of elements 32v .. 32v + 31 and their scales per int16 lane, and offsets(acc, xs): the f32 terms
+// on x's sub-block sums xs (this block's), subtracted from acc.
+
+struct Q2K {
+  static constexpr int64_t kBytes = 84;
+  const uint8_t* blk;
+  __m256i s16, qs[2];
+  float d;
+  explicit Q2K(const uint8_t* b) : blk(b), d(half_to_float(b + 80)) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+    s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
+    qs[0] = load256(b + 16);
+    qs[1] = load256(b + 48);
+  }
+  // Element 128n + 32j + l: (qs[32n + l] >> 2j) & 3, scale 8n + 2j + l / 16.
+  void codes(int v, __m256i& q, __m256i& s) const {
+    const int n = v / 4, j = v % 4;
+    q = _mm256_and_si256(_mm256_srli_epi16(qs[n], 2 * j), _mm256_set1_epi8(3));
+    s = scales16(s16, v);
+  }
+  __m256 offsets(__m256 acc, const float* xs) const {  // dmin · m_j · Σx_j
+    const __m256 dmin = _mm256_set1_ps(half_to_float(blk + 82));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+    return sub16_terms(acc, _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)), dmin, xs);
+  }
+};
+
+struct Q3K {
+  static constexpr int64_t kBytes = 110;
+  const uint8_t* blk;
+  __m128i sc8;  // the 16 signed scales
+  __m256i s16, hm, qs[2];
+  float d;
+  explicit Q3K(const uint8_t* b) : blk(b), d(half_to_float(b + 108)) {
+    // dequantize_row_q3_K's unpacking of the 6-bit scales (stored + 32).
+    constexpr uint32_t k2 = 0x03030303, k4 = 0x0f0f0f0f;
+    const uint32_t a0 = load32(b + 96), a1 = load32(b + 100), t = load32(b + 104);
+    const uint32_t u0 = (a0 & k4) | (((t >> 0) & k2) << 4);
+    const uint32_t u1 = (a1 & k4) | (((t >> 2) & k2) << 4);
+    const uint32_t u2 = ((a0 >> 4) & k4) | (((t >> 4) & k2) << 4);
+    const uint32_t u3 = ((a1 >> 4) & k4) | (((t >> 6) & k2) << 4);
+    sc8 = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(u0), static_cast<int>(u1),
+                                      static_cast<int>(u2), static_cast<int>(u3)),
+                       _mm_set1_epi8(32));
+    s16 = _mm256_cvtepi8_epi16(sc8);
+    hm = load256(b);
+    qs[0] = load256(b + 32);
+    qs[1] = load256(b + 64);
+  }
+  // Element 128n + 32j + l: ((qs[32n + l] >> 2j) & 3) + 4 · (bit 4n + j of hmask[l]) - 4.
+  void codes(int v, __m256i& q, __m256i& s) const {
+    const int n = v / 4, j = v % 4;
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs[n], 2 * j), _mm256_set1_epi8(3));
+    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, v), _mm256_set1_epi8(1));
+    q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+    s = scales16(s16, v);
+  }
+  __m256 offsets(__m256 acc, const float* xs) const {  // 4 · d · s_j · Σx_j
+    return sub16_terms(acc, sc8, _mm256_set1_ps(4.0f * d), xs);
+  }
+};
+
+// q4_K and q5_K: qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high), so
+// code vector v is nibble v % 2 of qs[32 (v / 2) ..]; q5_K's fifth bit of element 32v + l is bit
+// v of qh[l].
+template <bool kFive>
+struct Q45K {
+  static constexpr int64_t kBytes = kFive ? 176 : 144;
+  static constexpr int64_t kQs = kFive ? 48 : 16;
+  const uint8_t* blk;
+  uint32_t sm[4];  // bytes 0-7: the 6-bit scales, 8-15: the mins
+  __m256i s8x2, qh;
+  float d;
+  explicit Q45K(const uint8_t* b) : blk(b), d(half_to_float(b)) {
+    // get_scale_min_k4 for all eight at once (as ggml's AVX2 kernels unpack them).
+    constexpr uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    const uint32_t u0 = load32(b + 4), u1 = load32(b + 8), u2 = load32(b + 12);
+    sm[0] = u0 & k1;
+    sm[1] = (u2 & k2) | (((u0 >> 6) & k3) << 4);
+    sm[2] = u1 & k1;
+    sm[3] = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
+    s8x2 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sm[0]), static_cast<int>(sm[1]), 0, 0)));
+    if constexpr (kFive) qh = load256(b + 16);
+  }
+  void codes(int v, __m256i& q, __m256i& s) const {
+    const __m256i raw = load256(blk + kQs + 32 * (v / 2));
+    q = _mm256_and_si256(v % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    if constexpr (kFive) {
+      const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, v), _mm256_set1_epi8(1));
+      q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
+    }
+    s = scales32(s8x2, v);
+  }
+  __m256 offsets(__m256 acc, const float* xs) const {  // dmin · m_j · Σx_j
+    const __m256 mins = _mm256_mul_ps(bytes_u8(reinterpret_cast<const uint8_t*>(sm) + 8),
+                                      _mm256_set1_ps(half_to_float(blk + 2)));
+    return _mm256_fnmadd_ps(mins, _mm256_loadu_ps(xs), acc);
+  }
+};
+
+// q6_K: element 128n + 32j + l is the nibble j / 2 of ql[64n + 32 (j % 2) + l] with bits 2j, 2j + 1
+// of qh[32n + l] above it, minus 32; scale 8n + 2j + l / 16 (signed).
+struct Q6K {
+  static constexpr int64_t kBytes = 210;
+  const uint8_t* blk;
+  __m128i sc8;
+  __m256i s16;
+  float d;
+  explicit Q6K(const uint8_t* b) : blk(b), d(half_to_float(b + 208)) {
+    sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    s16 = _mm256_cvtepi8_epi16(sc8);
+  }
+  void codes(int v, __m256i& q, __m256i& s) const {
+    const int n = v / 4, j = v % 4;
+    const __m256i l = load256(blk + 64 * n + 32 * (j % 2));
+    const __m256i h = load256(blk + 128 + 32 * n);
+    const __m256i lo =
+        _mm256_and_si256(j / 2 ? _mm256_srli_epi16(l, 4) : l, _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * j), _mm256_set1_epi8(3));
+    q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    s = scales16(s16, v);
+  }
+  __m256 offsets(__m256 acc, const float* xs) const {  // 32 · d · s_j · Σx_j
+    return sub16_terms(acc, sc8, _mm256_set1_ps(32.0f * d), xs);
+  }
+};
+
+// One block of one row of W against M rows of x: pb[m] its planes, pw[m] its 2^e, xs[m] its
+// sub-block sums. Bounds: a code <= 63 (q6_K) times a digit <= 127, two a lane: |.| <= 16002 in
+// int16; times a scale <= 128, two a lane, eight vectors: < 2^26 in int32.
+template <class F, int M, int P>
+void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const float* const* xs,
+           __m256 (&acc)[M]) {
+  const F f(blk);
+  __m256i a[M][P];
+  for (int m = 0; m < M; ++m)
+    for (int p = 0; p < P; ++p) a[m][p] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) {
+    __m256i q, s;
+    f.codes(v, q, s);
+#pragma GCC unroll 2
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 3
+      for (int p = 0; p < P; ++p) {
+        const __m256i x =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[m] + p * kPlaneBytes + 32 * v));
+        a[m][p] = _mm256_add_epi32(a[m][p], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), s));
+      }
+  }
+  constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
+  for (int m = 0; m < M; ++m) {
+    __m256 sum = _mm256_cvtepi32_ps(a[m][0]);
+    for (int p = 1; p < P; ++p)
+      sum = _mm256_fmadd_ps(sum, _mm256_set1_ps(128.0f), _mm256_cvtepi32_ps(a[m][p]));
+    acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(f.d * pw[m] * kUnit), sum, acc[m]);
+    acc[m] = f.offsets(acc[m], xs[m]);
+  }
+}
+
+template <bool kL2>
+void prefetch_block(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + o), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+}
+
+// R rows of W (rp[r]) over every block against M rows of x, the rows' next blocks prefetched
+// (next[r]); y[m·ldy + r] = row r's dot product with row m of x.
+template <class F, int R, int M, int P, bool kL2>
+void rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, int64_t sub,
+          const vnni::MultiPlanes& mp, float* y, int64_t ldy) {
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int r = 0; r < R; ++r) prefetch_block<kL2>(next[r] + b * F::kBytes, F::kBytes);
+    const uint8_t* pb[M];
+    const float* xs[M];
+    float pw[M];
+    for (int m = 0; m < M; ++m) {
+      pb[m] = mp.planes[m] + b * kPlaneBlock;
+      xs[m] = mp.xs[m] + b * sub;
+      pw[m] = mp.pow2[m][b];
+    }
+    for (int r = 0; r < R; ++r) block<F, M, P>(rp[r] + b * F::kBytes, pb, pw, xs, acc[r]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < M; ++m) y[m * ldy + r] = hsum(acc[r][m]);
+}
+
+// The block's planes at 2^e: plane p's byte i is digit p of element i.
+void block_digits(const float* xb, uint8_t* pb, int e) {
+  for (int q = 0; q < 8; ++q) {
+    __m256i c[3][4];
+    digits32(xb + 32 * q, e, c);
+    for (int p = 0; p < 3; ++p)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + p * kPlaneBytes + 32 * q),
+                          pack_digits(c[p]));
+  }
+}
+
+}  // namespace
+
+bool prep(const float* x, int64_t k, uint8_t* planes, float* pow2_out) {
+  const int64_t blocks = k / kBlockElems;
+  if (!block_max<kBlockElems>(x, blocks, pow2_out)) return false;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* pb = planes + b * kPlaneBlock;
+    if (pow2_out[b] == 0.0f) {
+      for (int64_t i = 0; i < kPlaneBlock; i += 32)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + i), _mm256_setzero_si256());
+      pow2_out[b] = 1.0f;
+      continue;
+    }
+    // (With the first digit only in [-64, 64], 2^-20 of the largest |x|, q6_K's outlier case of
+    // PlaneExtremes missed the f32 bound: rel-L2 1.37e-5.)
+    const int e = plane_exponent(pow2_out[b]);
+    block_digits(x + b * kBlockElems, pb, e);
+    pow2_out[b] = pow2(e);
+  }
+  return true;
+}
+
+void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                int64_t ldy) {
+  const int64_t blocks = w.k / kBlockElems;
+  const int64_t sub = w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ? 8 : 16;
+  auto run = [&]<class F, int M, int P, bool kL2>() {
+    // Passes of R rows of W (4 for one row of x, 2 for two: registers), then the rest one at a
+    // time.
+    constexpr int R = M == 1 ? kRows : kRows / 2;
+    int64_t n = n0;
+    for (; n + R <= n1; n += R) {
+      const uint8_t* rp[R];
+      const uint8_t* next[R];
+      for (int r = 0; r < R; ++r) {
+        rp[r] = row_at(w, n + r);
+        next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
+      }
+      rows<F, R, M, P, kL2>(rp, next, blocks, sub, mp, y + n, ldy);
+    }
+    for (; n < n1; ++n) {
+      const uint8_t* rp = row_at(w, n);
+      rows<F, 1, M, P, kL2>(&rp, &rp, blocks, sub, mp, y + n, ldy);
+    }
+  };
+  auto with_format = [&]<int M, int P, bool kL2>() {
+    switch (w.scheme) {
+      case Scheme::q2_K:
+        return run.template operator()<Q2K, M, P, kL2>();
+      case Scheme::q3_K:
+        return run.template operator()<Q3K, M, P, kL2>();
+      case Scheme::q4_K:
+        return run.template operator()<Q45K<false>, M, P, kL2>();
+      case Scheme::q5_K:
+        return run.template operator()<Q45K<true>, M, P, kL2>();
+      default:
+        return run.template operator()<Q6K, M, P, kL2>();
+    }
+  };
+  auto with_m = [&]<int P, bool kL2>() {
+    if (mp.m == 1)
+      with_format.template operator()<1, P, kL2>();
+    else
+      with_format.template operator()<2, P, kL2>();
+  };
+  auto with_p = [&]<bool kL2>() {
+    if (w.x_bf16)
+      with_m.template operator()<2, kL2>();
+    else
+      with_m.template operator()<3, kL2>();
+  };
+  if (w.prefetch_l2)
+    with_p.template operator()<true>();
+  else
+    with_p.template operator()<false>();
+}
+
+}  // namespace quanta::cpu::avx2_kquant

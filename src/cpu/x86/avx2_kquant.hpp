@@ -1,0 +1,38 @@
+// The q2_K-q6_K GEMV of the avx2 level on integer dot products (M = 1 or 2 rows of x a pass,
+// W [N, K] as GGUF stores it; no pack). Without it that level decodes every weight to f32 and
+// multiplies with FMAs: 10-35% of the DRAM roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
+//
+// x, once per call, becomes three int8 planes per 256-element block, in element order:
+//   x[i] = 2^e · (c0·2^14 + c1·2^7 + c2),  c0 in [-127, 127], c1, c2 in [-64, 64]
+// (2^e from the block's largest |x|, every step an exact f32 operation: x held to 2^-21 of that
+// largest |x|, as avx2_int8.hpp's planes; two planes when x arrived as bf16). Every K-quant code
+// is below 64, so vpmaddubsw's two products a lane stay under 2^15.
+// Per 32 codes of a block (one vector, each 16 of them under one sub-block scale) and plane:
+// vpmaddubsw of the unsigned codes (q2_K 0..3, q3_K q + 4 = 0..7, q4_K 0..15, q5_K 0..31, q6_K
+// q + 32 = 0..63) against the plane, then vpmaddwd against the sub-block scales (q3_K's and
+// q6_K's signed) sums them into int32 lanes over the block. The three plane sums meet in f32
+// once per block and row, times d·2^e; the mins (q2_K, q4_K, q5_K) and the code offsets (q3_K
+// -4, q6_K -32) are f32 terms on x's sub-block sums.
+// Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
+// where cpu::avx2_int8_active().
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/plan.hpp"
+#include "cpu/x86/vnni_rows.hpp"
+
+namespace quanta::cpu::avx2_kquant {
+
+// x [k] (k a multiple of 256) -> its planes (768 bytes per block: they fit the K floats of the
+// GEMV's xp buffer) and pow2[k / 256] (2^e per block). Returns false, writing nothing useful, when
+// a block holds a non-finite value or its largest |x| is nonzero and below 2^-96: the caller then
+// runs the float kernel.
+bool prep(const float* x, int64_t k, uint8_t* planes, float* pow2);
+
+// y[i·ldy + n] for the rows i < mp.m (1 or 2) of x and n in [n0, n1), for w a K-quant; mp.xs: each
+// row's sums over each sub-block (16 elements, 32 for q4_K and q5_K).
+void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
+                int64_t ldy);
+
+}  // namespace quanta::cpu::avx2_kquant
