@@ -14,6 +14,7 @@
 
 #include "cpu/isa.hpp"
 #include "cpu/pack.hpp"
+#include "cpu/plan.hpp"
 #include "quanta/error.hpp"
 #include "quanta/ops.hpp"
 #include "quanta/reference.hpp"
@@ -26,10 +27,7 @@ using cpu::Isa;
 
 // Whether this level packs f: the VNNI level every packable format, the avx2 level the 4-bit ones.
 bool packed_here(const Format& f) {
-  const bool four_bit = (f.scheme == Scheme::affine && f.bits == 4) || f.scheme == Scheme::q4_0 ||
-                        f.scheme == Scheme::q4_1 || f.scheme == Scheme::mxfp4 ||
-                        f.scheme == Scheme::nvfp4;
-  return cpu::vnni_active() || (cpu::avx2_int8_active() && four_bit);
+  return cpu::vnni_active() || (cpu::avx2_int8_active() && cpu::avx2_int8_format(f.scheme, f.bits));
 }
 
 // Every case here reads the pack where the CPU has it, also at M <= 2 on CPUs whose GEMV would
@@ -354,15 +352,15 @@ TEST_F(CpuPrepack, WithoutPackedKernel) {
   }
   const QuantizedMatrix w =
       test::host_weights(Format::affine(4, 64), DType::f32, 8, 256, Layout::nk, 33);
-  const QuantizedMatrix w5 =
-      test::host_weights(Format::affine(5, 64), DType::f32, 8, 256, Layout::nk, 33);
+  const QuantizedMatrix w8 =
+      test::host_weights(Format::affine(8, 64), DType::f32, 8, 256, Layout::nk, 33);
   if (cpu::isa_supported(Isa::avx2)) {
     const cpu::ScopedIsa scoped(Isa::avx2);
     EXPECT_TRUE(prepack(w).host_pack);
-    EXPECT_FALSE(prepack(w5).host_pack);
-    EXPECT_NE(cpu::pack_unsupported(w5).find("the avx2 level packs only 4-bit codes"),
+    EXPECT_FALSE(prepack(w8).host_pack);
+    EXPECT_NE(cpu::pack_unsupported(w8).find("the avx2 level packs only codes of 4 to 6 bits"),
               std::string::npos)
-        << cpu::pack_unsupported(w5);
+        << cpu::pack_unsupported(w8);
   }
   {
     const cpu::ScopedIsa scoped(Isa::scalar);
@@ -427,10 +425,10 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
 }
 
 // The avx2 level's integer GEMV (x86/avx2_int8.hpp), forced where the CPU has a higher level: each
-// 4-bit format it packs, every group and scale dtype, x in f32 (three planes) and bf16 (two),
-// M = 1..4, ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as
-// its transpose. The original buffers are overwritten after packing: only a kernel that reads the
-// pack passes.
+// format it packs (codes of 4 to 6 bits), every group and scale dtype, x in f32 (three planes) and
+// bf16 (two), M = 1..4, ragged N, K in whole and partial chunks, one and two threads, and W [K, N]
+// packed as its transpose. The original buffers are overwritten after packing: only a kernel that
+// reads the pack passes.
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
   const cpu::ScopedIsa scoped(Isa::avx2);
@@ -441,12 +439,15 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
   };
   std::vector<Case> cases;
-  for (int group : {32, 64, 128})
-    for (DType t : {DType::f32, DType::f16, DType::bf16})
-      cases.push_back({Format::affine(4, group), t, Layout::nk, 5});
+  for (int bits : {4, 5, 6})
+    for (int group : {32, 64, 128})
+      for (DType t : {DType::f32, DType::f16, DType::bf16})
+        cases.push_back({Format::affine(bits, group), t, Layout::nk, 5});
   for (const Format& f :
-       {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q4_1), Format::mxfp4(), Format::nvfp4()})
+       {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q4_1), Format::gguf(Scheme::q5_0),
+        Format::gguf(Scheme::q5_1), Format::mxfp4(), Format::nvfp4()})
     cases.push_back({f, DType::f32, Layout::nk, 7});
+  cases.push_back({Format::affine(6, 32), DType::f16, Layout::kn, 4});
   cases.push_back({Format::nvfp4(), DType::f32, Layout::nk, 8});
   cases.push_back({Format::affine(4, 64), DType::bf16, Layout::kn, 3});
   cases.push_back({Format::mxfp4(), DType::f32, Layout::kn, 6});

@@ -19,7 +19,6 @@ using namespace avx2_common;
 constexpr int64_t kBlock = 128;              // weights per step: vnni::kAffineBlock
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (VNNI's layout)
 constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPackRows
-constexpr int64_t kCodeBytes = 64;           // one row's 128 codes (4-bit)
 
 // The block's three planes at 2^e, each as VNNI's two 64-byte vectors (vnni_affine.cpp, Ctl):
 // nibble order (MLX's codes: vector v byte i is element 2i + v) or, with gguf, block32 order
@@ -99,11 +98,27 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
                                               9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
                                               20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
-// Half h (32 bytes: 64 codes) of one row's block at c as its low and high nibbles (E2M1: mapped).
-template <bool kE2M1>
-void half_codes(const uint8_t* c, __m256i& lo, __m256i& hi) {
+// 32 bits of a mask (4 bytes at `at`) as 32 bytes: `bit` where set, else 0.
+__m256i mask_bytes(const uint8_t* at, int bit) {
+  uint32_t m;
+  __builtin_memcpy(&m, at, 4);
+  const __m256i rep = _mm256_shuffle_epi8(  // byte i: mask byte i / 8
+      _mm256_set1_epi32(static_cast<int>(m)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                       3, 3, 3, 3, 3, 3));
+  const __m256i sel = _mm256_set1_epi64x(0x8040201008040201);  // byte i: bit i % 8
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, sel), sel),
+                          _mm256_set1_epi8(static_cast<char>(bit)));
+}
+
+// Half h (32 bytes of nibbles: 64 codes) of one row's block at c (16·kBits bytes: pack.cpp) as
+// its low and high nibbles' codes: E2M1 mapped; 5- and 6-bit with bits 4 and 5 from the masks
+// after the nibbles (bit i of each 64-bit mask: byte i's low or high nibble). Codes <= 63: two
+// vpmaddubsw products a lane and the sum of two such stay under 2^15 (4·63·127).
+template <int kBits, bool kE2M1>
+void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
   const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
   lo = _mm256_and_si256(raw, mask);
   hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
   if constexpr (kE2M1) {
@@ -111,13 +126,21 @@ void half_codes(const uint8_t* c, __m256i& lo, __m256i& hi) {
     lo = _mm256_shuffle_epi8(lut, lo);
     hi = _mm256_shuffle_epi8(lut, hi);
   }
+  if constexpr (kBits >= 5) {
+    lo = _mm256_or_si256(lo, mask_bytes(c + 64 + 4 * h, 0x10));
+    hi = _mm256_or_si256(hi, mask_bytes(c + 72 + 4 * h, 0x10));
+  }
+  if constexpr (kBits == 6) {
+    lo = _mm256_or_si256(lo, mask_bytes(c + 80 + 4 * h, 0x20));
+    hi = _mm256_or_si256(hi, mask_bytes(c + 88 + 4 * h, 0x20));
+  }
 }
 
 // One half's dot products per int32 lane (lane t: 8 codes of one group) against P planes of x at
 // xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
 template <int P>
 __m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
-  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·24·127) < 2^15
+  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·63·127) < 2^15
     const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128));
     const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
     return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
@@ -158,13 +181,14 @@ void prefetch(const uint8_t* p) {
 // codes are split once and serve the M rows of x. The next tile's chunk is prefetched a line at a
 // time, spread over the steps. Rows of W go RB at a time over a chunk (M = 3, 4: two, so the
 // 8-lane accumulators stay within the 16 registers); the chunk's codes come from L1 again.
-// kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8).
-template <int G, int M, int P, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+// kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8, q5_0 -16).
+template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias, bool kL2>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
                  const vnni::MultiPlanes& mp, float (&out)[M][kRows]) {
   constexpr int R = kRows, RB = M <= 2 ? 4 : 2;
   constexpr int kGpv = static_cast<int>(kBlock / G);
   constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
+  constexpr int64_t kCodeBytes = 16 * kBits;       // one row's 128 codes
   const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const bool bf16 = w.scale_dtype == DType::bf16;
   const int64_t steps = w.k / kBlock;
@@ -214,7 +238,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
 #pragma GCC unroll 4
           for (int r = r0; r < r0 + RB; ++r) {
             __m256i lo, hi;
-            half_codes<kE2M1>(cp + r * kCodeBytes + 32 * h, lo, hi);
+            half_codes<kBits, kE2M1>(cp + r * kCodeBytes, h, lo, hi);
 #pragma GCC unroll 4
             for (int m = 0; m < M; ++m) {
               const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes + 32 * h;
@@ -233,15 +257,15 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
     for (int m = 0; m < M; ++m) out[m][r] = hsum(acc[r][m]) * global;
 }
 
-template <int G, int M, int P, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias, bool kL2>
 void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<G, M, P, kE2M1, kE4M3, kBias, kL2>(w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p,
-                                                   mp, out);
+    packed_tile<G, M, P, kBits, kE2M1, kE4M3, kBias, kL2>(
+        w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
       if (n < n0 || n >= n1) continue;
@@ -256,7 +280,8 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
   if (!block_max<kBlock>(x, blocks, big)) return false;
-  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1;
+  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ||
+                    w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
     if (big[b] == 0.0f) {
@@ -278,13 +303,13 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
 
 void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1,
                   float* y, int64_t ldy) {
-  auto rows = [&]<int G, bool kE2M1, bool kE4M3, int kBias>() {
+  auto rows = [&]<int G, int kBits, bool kE2M1, bool kE4M3, int kBias>() {
     auto with_m = [&]<int M>() {
       auto with_p = [&]<int P>() {
         if (w.prefetch_l2)
-          packed_rows<G, M, P, kE2M1, kE4M3, kBias, true>(w, mp, n0, n1, y, ldy);
+          packed_rows<G, M, P, kBits, kE2M1, kE4M3, kBias, true>(w, mp, n0, n1, y, ldy);
         else
-          packed_rows<G, M, P, kE2M1, kE4M3, kBias, false>(w, mp, n0, n1, y, ldy);
+          packed_rows<G, M, P, kBits, kE2M1, kE4M3, kBias, false>(w, mp, n0, n1, y, ldy);
       };
       if (w.x_bf16)
         with_p.template operator()<2>();
@@ -302,17 +327,24 @@ void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, 
         return with_m.template operator()<4>();
     }
   };
-  if (w.pack_e4m3) return rows.template operator()<16, true, true, -12>();   // nvfp4
-  if (w.pack_e2m1) return rows.template operator()<32, true, false, -12>();  // mxfp4
-  if (w.scheme == Scheme::q4_0) return rows.template operator()<32, false, false, -8>();
-  switch (w.group) {  // affine 4-bit; q4_1 (g32, biases stored)
-    case 32:
-      return rows.template operator()<32, false, false, 0>();
-    case 64:
-      return rows.template operator()<64, false, false, 0>();
-    default:
-      return rows.template operator()<128, false, false, 0>();
-  }
+  if (w.pack_e4m3) return rows.template operator()<16, 4, true, true, -12>();   // nvfp4
+  if (w.pack_e2m1) return rows.template operator()<32, 4, true, false, -12>();  // mxfp4
+  if (w.scheme == Scheme::q4_0) return rows.template operator()<32, 4, false, false, -8>();
+  if (w.scheme == Scheme::q5_0) return rows.template operator()<32, 5, false, false, -16>();
+  auto affine = [&]<int kBits>() {  // affine; q4_1, q5_1 (g32, biases stored)
+    switch (w.group) {
+      case 32:
+        return rows.template operator()<32, kBits, false, false, 0>();
+      case 64:
+        return rows.template operator()<64, kBits, false, false, 0>();
+      default:
+        return rows.template operator()<128, kBits, false, false, 0>();
+    }
+  };
+  const int bits = w.scheme == Scheme::q4_1 ? 4 : w.scheme == Scheme::q5_1 ? 5 : w.bits;
+  if (bits == 5) return affine.template operator()<5>();
+  if (bits == 6) return affine.template operator()<6>();
+  affine.template operator()<4>();
 }
 
 }  // namespace quanta::cpu::avx2_int8

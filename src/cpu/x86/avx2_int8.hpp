@@ -1,14 +1,15 @@
 // The packed GEMV of the avx2 level on integer dot products: W from quanta::prepack (cpu/pack.hpp)
-// with 4-bit codes, i.e. affine 4-bit (every group), GGUF q4_0 and q4_1, mxfp4 and nvfp4, times
-// M = 1..4 rows of x as int8 planes. Without it the avx2 level decodes every code to f32 and
-// multiplies with FMAs, which read 4-bit rows at 40-50% of the DRAM roof on a Zen 3 VM
-// (docs/PERF.md, "an AVX2-only VM").
+// with codes of 4 to 6 bits, i.e. affine 4-, 5- and 6-bit (every group), GGUF q4_0, q4_1, q5_0
+// and q5_1, mxfp4 and nvfp4, times M = 1..4 rows of x as int8 planes. Without it the avx2 level
+// decodes every code to f32 and multiplies with FMAs, which read 4-bit rows at 40-50% of the DRAM
+// roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
 //
 // x takes the VNNI kernels' planes (x86/vnni_affine.hpp): per 128-element block three int8 digits
 // of x / 2^e, in the same byte order, so a pack serves both levels. AVX2 has no vpdpbusd: a
 // block's 64 code bytes are two 32-byte halves; per half and plane, vpmaddubsw multiplies the low
-// and the high nibbles (u8, <= 24 after E2M1's map) by the plane (s8, |.| <= 127) into int16
-// pairs, the two are added (|.| <= 4·24·127 < 2^15), and one vpmaddwd against 2^14, 2^7 or 1
+// and the high nibbles (u8, <= 24 after E2M1's map; with the fifth and sixth bits from the pack's
+// masks, <= 63) by the plane (s8, |.| <= 127) into int16 pairs, the two are added
+// (|.| <= 4·63·127 < 2^15), and one vpmaddwd against 2^14, 2^7 or 1
 // widens them to int32 with the plane's weight: p0·2^14 + p1·2^7 + p2, exact. Two planes when x
 // arrived as bf16 (WeightPlan::x_bf16), as on the VNNI level.
 // Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
@@ -22,8 +23,8 @@
 
 namespace quanta::cpu::avx2_int8 {
 
-// x [w.k] -> its planes and group_pow2[g] (as vnni::affine_prep, for the orders of the 4-bit
-// formats: MLX's nibbles for affine, mxfp4 and nvfp4, GGUF's blocks of 32 for q4_0 and q4_1).
+// x [w.k] -> its planes and group_pow2[g] (as vnni::affine_prep, for the orders of these
+// formats: MLX's nibbles for affine, mxfp4 and nvfp4, GGUF's blocks of 32 for q4_0 .. q5_1).
 // Returns false, writing nothing to `planes`, when a block holds a non-finite value or its
 // largest |x| is nonzero and below 2^-96: the caller then runs the float kernel.
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
