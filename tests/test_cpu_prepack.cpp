@@ -358,8 +358,9 @@ TEST_F(CpuPrepack, WithoutPackedKernel) {
     const cpu::ScopedIsa scoped(Isa::avx2);
     EXPECT_TRUE(prepack(w).host_pack);
     EXPECT_FALSE(prepack(w8).host_pack);
-    EXPECT_NE(cpu::pack_unsupported(w8).find("the avx2 level packs only codes of 4 to 6 bits"),
-              std::string::npos)
+    EXPECT_NE(
+        cpu::pack_unsupported(w8).find("the avx2 level packs only codes of 2 and 4 to 6 bits"),
+        std::string::npos)
         << cpu::pack_unsupported(w8);
   }
   {
@@ -425,10 +426,10 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
 }
 
 // The avx2 level's integer GEMV (x86/avx2_int8.hpp), forced where the CPU has a higher level: each
-// format it packs (codes of 4 to 6 bits), every group and scale dtype, x in f32 (three planes) and
-// bf16 (two), M = 1..4, ragged N, K in whole and partial chunks, one and two threads, and W [K, N]
-// packed as its transpose. The original buffers are overwritten after packing: only a kernel that
-// reads the pack passes.
+// format it packs (codes of 2 and 4 to 6 bits), every group and scale dtype, x in f32 (three
+// planes) and bf16 (two), M = 1..4, ragged N, K in whole and partial chunks, one and two threads,
+// and W [K, N] packed as its transpose. The original buffers are overwritten after packing: only a
+// kernel that reads the pack passes.
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
   const cpu::ScopedIsa scoped(Isa::avx2);
@@ -439,7 +440,7 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
   };
   std::vector<Case> cases;
-  for (int bits : {4, 5, 6})
+  for (int bits : {2, 4, 5, 6})
     for (int group : {32, 64, 128})
       for (DType t : {DType::f32, DType::f16, DType::bf16})
         cases.push_back({Format::affine(bits, group), t, Layout::nk, 5});

@@ -20,26 +20,50 @@ constexpr int64_t kBlock = 128;              // weights per step: vnni::kAffineB
 constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (VNNI's layout)
 constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPackRows
 
-// The block's three planes at 2^e, each as VNNI's two 64-byte vectors (vnni_affine.cpp, Ctl):
-// nibble order (MLX's codes: vector v byte i is element 2i + v) or, with gguf, block32 order
-// (GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i). Every step is exact, as
-// in vnni::block_digits.
-void block_digits(const float* xb, uint8_t* pb, int e, bool gguf) {
+// The orders of x's planes in a block of 128 (each plane 128 bytes).
+enum class Order {
+  nibble,   // MLX's 4-bit codes: vector v (64 bytes) byte i is element 2i + v (VNNI's Ctl::nibble)
+  block32,  // GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i (Ctl::block32)
+  quad,     // MLX's 2-bit codes, on this level only: vector j (32 bytes) byte i is element 4i + j
+};
+
+// The block's three planes at 2^e in `order`; the first two as VNNI's two 64-byte vectors
+// (vnni_affine.cpp, Ctl), so a pack serves both levels. Every step is exact, as in
+// vnni::block_digits.
+void block_digits(const float* xb, uint8_t* pb, int e, Order order) {
   // Within each 16-byte lane: the 8 even bytes, then the 8 odd ones.
   const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
                                             2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  // Within each 16-byte lane: dword j holds bytes j, j + 4, j + 8, j + 12.
+  const __m256i by4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4,
+                                       8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   __m256i d[3][4];  // plane p, elements 32q .. 32q + 31
   for (int q = 0; q < 4; ++q) {
     __m256i c[3][4];
     digits32(xb + 32 * q, e, c);
     for (int p = 0; p < 3; ++p) {
       d[p][q] = pack_digits(c[p]);
-      // Nibble order: [16 even elements | 16 odd ones] of the 32.
-      if (!gguf) d[p][q] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(d[p][q], even_odd), 0xD8);
+      if (order == Order::nibble)  // [16 even elements | 16 odd ones] of the 32
+        d[p][q] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(d[p][q], even_odd), 0xD8);
+      if (order == Order::quad)  // qword j: elements 4i + j of the 32, i = 0..7
+        d[p][q] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(d[p][q], by4),
+                                              _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
   }
-  // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1], in both orders.
-  for (int p = 0; p < 3; ++p)
+  for (int p = 0; p < 3; ++p) {
+    if (order == Order::quad) {  // vector j: qword j of d[p][0..3]
+      const __m256i a = _mm256_unpacklo_epi64(d[p][0], d[p][1]);
+      const __m256i b = _mm256_unpackhi_epi64(d[p][0], d[p][1]);
+      const __m256i c = _mm256_unpacklo_epi64(d[p][2], d[p][3]);
+      const __m256i f = _mm256_unpackhi_epi64(d[p][2], d[p][3]);
+      const __m256i v[4] = {
+          _mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(b, f, 0x20),
+          _mm256_permute2x128_si256(a, c, 0x31), _mm256_permute2x128_si256(b, f, 0x31)};
+      for (int j = 0; j < 4; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + p * 128 + 32 * j), v[j]);
+      continue;
+    }
+    // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1], in both orders.
     for (int h = 0; h < 2; ++h) {
       uint8_t* out = pb + p * 128 + h * 32;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
@@ -47,6 +71,7 @@ void block_digits(const float* xb, uint8_t* pb, int e, bool gguf) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
                           _mm256_permute2x128_si256(d[p][2 * h], d[p][2 * h + 1], 0x31));
     }
+  }
 }
 
 // Lanes [0, cnt) all ones, the rest zero (cnt may be <= 0 or >= 8).
@@ -170,6 +195,48 @@ __m256 half_scales(const float* sc, int s, int h) {
   return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));  // G = 16
 }
 
+// A block of 2-bit codes (32 bytes, MLX's order: byte i holds codes 4i .. 4i + 3) as four
+// vectors, c[j] byte i = code 4i + j (the planes' quad order).
+void quad_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i mask = _mm256_set1_epi8(3);
+  q[0] = _mm256_and_si256(raw, mask);
+  q[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
+  q[2] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+  q[3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
+}
+
+// The block's dot products per int32 lane (lane t: elements 16t .. 16t + 15, one group) against
+// P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·3·127).
+template <int P>
+__m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
+  auto plane = [&](int p) {
+    auto x = [&](int j) {
+      return _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 32 * j));
+    };
+    return _mm256_add_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(q[0], x(0)), _mm256_maddubs_epi16(q[1], x(1))),
+        _mm256_add_epi16(_mm256_maddubs_epi16(q[2], x(2)), _mm256_maddubs_epi16(q[3], x(3))));
+  };
+  if constexpr (P == 2)
+    return _mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(128)),
+                            _mm256_madd_epi16(plane(1), _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(1 << 14)),
+                                           _mm256_madd_epi16(plane(1), _mm256_set1_epi16(128))),
+                          _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
+}
+
+// The scales of the lanes of quad_dot in step s (lane t: group 16t / G), as half_scales.
+template <int G>
+__m256 quad_scales(const float* sc, int s) {
+  constexpr int kGpv = static_cast<int>(kBlock / G);
+  if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
+  const __m256 four = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(sc + kGpv * s));
+  if constexpr (G == 64)
+    return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+  return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));  // G = 32
+}
+
 template <bool kL2>
 void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
@@ -234,6 +301,20 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
         if (r0 == 0)
           for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch<kL2>(pf);
         const uint8_t* cp = p + s * R * kCodeBytes;
+        if constexpr (kBits == 2) {
+#pragma GCC unroll 4
+          for (int r = r0; r < r0 + RB; ++r) {
+            __m256i q[4];
+            quad_codes(cp + r * kCodeBytes, q);
+#pragma GCC unroll 4
+            for (int m = 0; m < M; ++m) {
+              const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
+              const __m256 v = _mm256_cvtepi32_ps(quad_dot<P>(q, xb));
+              acc[r][m] = _mm256_fmadd_ps(quad_scales<G>(sc[r][m], s), v, acc[r][m]);
+            }
+          }
+          continue;
+        }
         for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
           for (int r = r0; r < r0 + RB; ++r) {
@@ -282,6 +363,9 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
   if (!block_max<kBlock>(x, blocks, big)) return false;
   const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ||
                     w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
+  const Order order = gguf                                        ? Order::block32
+                      : w.scheme == Scheme::affine && w.bits == 2 ? Order::quad
+                                                                  : Order::nibble;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
     if (big[b] == 0.0f) {
@@ -291,7 +375,7 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
       continue;
     }
     const int e = plane_exponent(big[b]);
-    block_digits(x + b * kBlock, pb, e, gguf);
+    block_digits(x + b * kBlock, pb, e, order);
     big[b] = pow2(e);
   }
   for (int64_t b = blocks - 1; b >= 0; --b) {  // every group takes its block's 2^e
@@ -342,6 +426,7 @@ void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, 
     }
   };
   const int bits = w.scheme == Scheme::q4_1 ? 4 : w.scheme == Scheme::q5_1 ? 5 : w.bits;
+  if (bits == 2) return affine.template operator()<2>();
   if (bits == 5) return affine.template operator()<5>();
   if (bits == 6) return affine.template operator()<6>();
   affine.template operator()<4>();
