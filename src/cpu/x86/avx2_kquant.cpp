@@ -78,22 +78,33 @@ __m256 bytes_u8(const uint8_t* p) {
 // of elements 32v .. 32v + 31 and their scales per int16 lane, and offsets(acc, xs): the f32 terms
 // on x's sub-block sums xs (this block's), subtracted from acc.
 
+// q2_K's codes come scaled: q · s (<= 3·15) is a byte, so vpmaddubsw takes it whole (pairs
+// <= 2·45·127), two code vectors' pairs add in int16, and one vpmaddwd against ones per two
+// vectors and plane replaces one against the scales per vector (kScaled).
 struct Q2K {
   static constexpr int64_t kBytes = 84;
+  static constexpr bool kScaled = true;
   const uint8_t* blk;
-  __m256i s16, qs[2];
+  __m256i prod[2], qs[2];
   float d;
   explicit Q2K(const uint8_t* b) : blk(b), d(half_to_float(b + 80)) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-    s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
+    // prod[n], 16-byte lane l, bytes 4i .. 4i + 3: q · s for q = 0..3, s the 4-bit scale of
+    // sub-block 8n + 2i + l (code vector v = 4n + i: its first 16 codes in lane 0, the next in 1).
+    const __m128i sc = _mm_shuffle_epi8(
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), _mm_set1_epi8(0x0F)),
+        _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+    const __m256i times = _mm256_set1_epi32(0x03020100);
+    prod[0] = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(sc), times);
+    prod[1] = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)), times);
     qs[0] = load256(b + 16);
     qs[1] = load256(b + 48);
   }
-  // Element 128n + 32j + l: (qs[32n + l] >> 2j) & 3, scale 8n + 2j + l / 16.
-  void codes(int v, __m256i& q, __m256i& s) const {
+  // Element 128n + 32j + l: (qs[32n + l] >> 2j) & 3 times scale 8n + 2j + l / 16.
+  __m256i codes(int v) const {
     const int n = v / 4, j = v % 4;
-    q = _mm256_and_si256(_mm256_srli_epi16(qs[n], 2 * j), _mm256_set1_epi8(3));
-    s = scales16(s16, v);
+    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs[n], 2 * j), _mm256_set1_epi8(3));
+    return _mm256_shuffle_epi8(prod[n],
+                               _mm256_or_si256(q, _mm256_set1_epi8(static_cast<char>(4 * j))));
   }
   __m256 offsets(__m256 acc, const float* xs) const {  // dmin · m_j · Σx_j
     const __m256 dmin = _mm256_set1_ps(half_to_float(blk + 82));
@@ -213,18 +224,34 @@ void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const 
   __m256i a[M][P];
   for (int m = 0; m < M; ++m)
     for (int p = 0; p < P; ++p) a[m][p] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int v = 0; v < 8; ++v) {
-    __m256i q, s;
-    f.codes(v, q, s);
+  auto x_at = [&](int m, int p, int v) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[m] + p * kPlaneBytes + 32 * v));
+  };
+  if constexpr (requires { F::kScaled; }) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 8; v += 2) {
+      const __m256i q0 = f.codes(v), q1 = f.codes(v + 1);
 #pragma GCC unroll 2
-    for (int m = 0; m < M; ++m)
+      for (int m = 0; m < M; ++m)
 #pragma GCC unroll 3
-      for (int p = 0; p < P; ++p) {
-        const __m256i x =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[m] + p * kPlaneBytes + 32 * v));
-        a[m][p] = _mm256_add_epi32(a[m][p], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), s));
-      }
+        for (int p = 0; p < P; ++p) {
+          const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(q0, x_at(m, p, v)),
+                                                 _mm256_maddubs_epi16(q1, x_at(m, p, v + 1)));
+          a[m][p] = _mm256_add_epi32(a[m][p], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+        }
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) {
+      __m256i q, s;
+      f.codes(v, q, s);
+#pragma GCC unroll 2
+      for (int m = 0; m < M; ++m)
+#pragma GCC unroll 3
+        for (int p = 0; p < P; ++p)
+          a[m][p] = _mm256_add_epi32(a[m][p],
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(q, x_at(m, p, v)), s));
+    }
   }
   constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
   for (int m = 0; m < M; ++m) {

@@ -10,11 +10,12 @@
 // Per 32 codes of a block (one vector, each 16 of them under one sub-block scale) and plane:
 // vpmaddubsw of the unsigned codes (q2_K 0..3, q3_K q + 4 = 0..7, q4_K 0..15, q5_K 0..31, q6_K
 // q + 32 = 0..63) against the plane, then vpmaddwd against the sub-block scales (q3_K's and
-// q6_K's signed) sums them into int32 lanes over the block. The three plane sums meet in f32
-// once per block and row, times d·2^e; the mins (q2_K, q4_K, q5_K) and the code offsets (q3_K
-// -4, q6_K -32) are f32 terms on x's sub-block sums.
-// Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
-// where cpu::avx2_int8_active().
+// q6_K's signed) sums them into int32 lanes over the block (q2_K: its codes times their 4-bit
+// scales are bytes, so two vectors' pairs add in int16 before one vpmaddwd against ones). The three
+// plane sums meet in f32 once per block and row, times d·2^e; the mins (q2_K, q4_K, q5_K) and the
+// code offsets (q3_K -4, q6_K -32) are f32 terms on x's sub-block sums. Compiled with the avx2
+// flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level, where
+// cpu::avx2_int8_active().
 #pragma once
 
 #include <cstdint>
