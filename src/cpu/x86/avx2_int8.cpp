@@ -123,8 +123,11 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
                                               9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
                                               20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
+// The per-step helpers below are always inlined: GCC left half_codes<6> a call with its codes
+// returned through memory, and the 6-bit pack ran 2x slower than the 5-bit one on one core.
+
 // 32 bits of a mask (4 bytes at `at`) as 32 bytes: `bit` where set, else 0.
-__m256i mask_bytes(const uint8_t* at, int bit) {
+[[gnu::always_inline]] inline __m256i mask_bytes(const uint8_t* at, int bit) {
   uint32_t m;
   __builtin_memcpy(&m, at, 4);
   const __m256i rep = _mm256_shuffle_epi8(  // byte i: mask byte i / 8
@@ -141,7 +144,7 @@ __m256i mask_bytes(const uint8_t* at, int bit) {
 // after the nibbles (bit i of each 64-bit mask: byte i's low or high nibble). Codes <= 63: two
 // vpmaddubsw products a lane and the sum of two such stay under 2^15 (4·63·127).
 template <int kBits, bool kE2M1>
-void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
+[[gnu::always_inline]] inline void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
   const __m256i mask = _mm256_set1_epi8(0x0F);
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
   lo = _mm256_and_si256(raw, mask);
@@ -164,7 +167,7 @@ void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
 // One half's dot products per int32 lane (lane t: 8 codes of one group) against P planes of x at
 // xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
 template <int P>
-__m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
+[[gnu::always_inline]] inline __m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
   auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·63·127) < 2^15
     const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128));
     const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
@@ -184,7 +187,7 @@ __m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
 // place of a cross-lane vpermps (one core hot on Zen 3: a tie for groups of 32, 3-5% for mxfp4 and
 // nvfp4).
 template <int G>
-__m256 half_scales(const float* sc, int s, int h) {
+[[gnu::always_inline]] inline __m256 half_scales(const float* sc, int s, int h) {
   constexpr int kGpv = static_cast<int>(kBlock / G);
   if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
   if constexpr (G == 64) return _mm256_set1_ps(sc[2 * s + h]);
@@ -197,7 +200,7 @@ __m256 half_scales(const float* sc, int s, int h) {
 
 // A block of 2-bit codes (32 bytes, MLX's order: byte i holds codes 4i .. 4i + 3) as four
 // vectors, c[j] byte i = code 4i + j (the planes' quad order).
-void quad_codes(const uint8_t* c, __m256i (&q)[4]) {
+[[gnu::always_inline]] inline void quad_codes(const uint8_t* c, __m256i (&q)[4]) {
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
   const __m256i mask = _mm256_set1_epi8(3);
   q[0] = _mm256_and_si256(raw, mask);
@@ -209,7 +212,7 @@ void quad_codes(const uint8_t* c, __m256i (&q)[4]) {
 // The block's dot products per int32 lane (lane t: elements 16t .. 16t + 15, one group) against
 // P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·3·127).
 template <int P>
-__m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
+[[gnu::always_inline]] inline __m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
   auto plane = [&](int p) {
     auto x = [&](int j) {
       return _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 32 * j));
@@ -228,7 +231,7 @@ __m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
 
 // The scales of the lanes of quad_dot in step s (lane t: group 16t / G), as half_scales.
 template <int G>
-__m256 quad_scales(const float* sc, int s) {
+[[gnu::always_inline]] inline __m256 quad_scales(const float* sc, int s) {
   constexpr int kGpv = static_cast<int>(kBlock / G);
   if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
   const __m256 four = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(sc + kGpv * s));
