@@ -358,9 +358,8 @@ TEST_F(CpuPrepack, WithoutPackedKernel) {
     const cpu::ScopedIsa scoped(Isa::avx2);
     EXPECT_TRUE(prepack(w).host_pack);
     EXPECT_FALSE(prepack(w8).host_pack);
-    EXPECT_NE(
-        cpu::pack_unsupported(w8).find("the avx2 level packs only codes of 2 and 4 to 6 bits"),
-        std::string::npos)
+    EXPECT_NE(cpu::pack_unsupported(w8).find("the avx2 level packs only codes of 2 to 6 bits"),
+              std::string::npos)
         << cpu::pack_unsupported(w8);
   }
   {
@@ -426,7 +425,7 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
 }
 
 // The avx2 level's integer GEMV (x86/avx2_int8.hpp), forced where the CPU has a higher level: each
-// format it packs (codes of 2 and 4 to 6 bits), every group and scale dtype, x in f32 (three
+// format it packs (codes of 2 to 6 bits), every group and scale dtype, x in f32 (three
 // planes) and bf16 (two), M = 1..4, ragged N, K in whole and partial chunks, one and two threads,
 // and W [K, N] packed as its transpose. The original buffers are overwritten after packing: only a
 // kernel that reads the pack passes.
@@ -440,7 +439,7 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
     uint32_t seed;  // nvfp4: odd seeds quantize with a tensor scale (test_util.hpp)
   };
   std::vector<Case> cases;
-  for (int bits : {2, 4, 5, 6})
+  for (int bits : {2, 3, 4, 5, 6})
     for (int group : {32, 64, 128})
       for (DType t : {DType::f32, DType::f16, DType::bf16})
         cases.push_back({Format::affine(bits, group), t, Layout::nk, 5});
@@ -449,6 +448,7 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
         Format::gguf(Scheme::q5_1), Format::mxfp4(), Format::nvfp4()})
     cases.push_back({f, DType::f32, Layout::nk, 7});
   cases.push_back({Format::affine(6, 32), DType::f16, Layout::kn, 4});
+  cases.push_back({Format::affine(3, 64), DType::bf16, Layout::kn, 2});
   cases.push_back({Format::nvfp4(), DType::f32, Layout::nk, 8});
   cases.push_back({Format::affine(4, 64), DType::bf16, Layout::kn, 3});
   cases.push_back({Format::mxfp4(), DType::f32, Layout::kn, 6});

@@ -819,7 +819,7 @@ void to_f32(const void* src, DType t, int64_t rows, int64_t cols, float* dst, in
 }  // namespace
 
 bool avx2_int8_format(Scheme s, int bits) {
-  return (s == Scheme::affine && (bits == 2 || (bits >= 4 && bits <= 6))) || s == Scheme::q4_0 ||
+  return (s == Scheme::affine && bits >= 2 && bits <= 6) || s == Scheme::q4_0 ||
          s == Scheme::q4_1 || s == Scheme::q5_0 || s == Scheme::q5_1 || s == Scheme::mxfp4 ||
          s == Scheme::nvfp4;
 }

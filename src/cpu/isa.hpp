@@ -61,7 +61,7 @@ void force_isa(std::optional<Isa> isa);
 bool vnni_active();
 void disable_vnni(bool off);
 
-// The avx2 level's integer GEMVs (on vpmaddubsw: x86/avx2_int8.hpp, packed 2/4/5/6-bit formats;
+// The avx2 level's integer GEMVs (on vpmaddubsw: x86/avx2_int8.hpp, packed 2-6-bit formats;
 // x86/avx2_kquant.hpp, the K-quants): where the
 // level is avx2, under the same switches as vnni_active() (QUANTA_CPU_VNNI=0, disable_vnni(true)
 // turn off every integer GEMV). int8_active(): either one.

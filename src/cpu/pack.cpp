@@ -160,7 +160,7 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
   if (w.location != Location::host) return "the matrix is not in host memory";
   if (avx2_int8_active() && !avx2_int8_format(f.scheme, f.bits))
     return fmt::format(
-        "the avx2 level packs only codes of 2 and 4 to 6 bits (affine 2/4/5/6-bit, q4_0 .. q5_1, "
+        "the avx2 level packs only codes of 2 to 6 bits (affine 2-6-bit, q4_0 .. q5_1, "
         "mxfp4, nvfp4), not {}; "
         "the other widths need AVX512-VNNI, VBMI and GFNI",
         f.name());

@@ -3,7 +3,7 @@
 // [K, N] GEMV read 2- and 3-bit codes at 43-59% of the DRAM roof, compute-bound in its column
 // decode; docs/perf-cpu.md), re-laid out so the VNNI GEMV (x86/vnni_affine.hpp,
 // affine_packed_multi) reads each four rows as one run of bytes. The avx2 level packs codes
-// of 2 and 4 to 6 bits only (affine 2/4/5/6-bit, q4_0 .. q5_1, mxfp4, nvfp4), for its own integer
+// of 2 to 6 bits only (affine 2-6-bit, q4_0 .. q5_1, mxfp4, nvfp4), for its own integer
 // GEMV on the same layout (x86/avx2_int8.hpp).
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four

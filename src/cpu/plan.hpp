@@ -37,7 +37,7 @@ struct WeightPlan {
   bool quad_pairs = false;
   // GEMV only, decided once per call (int8_active()): the K-quants, affine (every width), GGUF
   // q4_0 .. q8_0, mxfp4 and nvfp4 take x as integer planes
-  // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level, the packed 2/4/5/6-bit formats
+  // (x86/vnni_kquant.hpp, x86/vnni_affine.hpp) on the avx512 level, the packed 2-6-bit formats
   // (x86/avx2_int8.hpp) and the K-quants (x86/avx2_kquant.hpp) on the avx2 level.
   bool int8_x = false;
   // With int8_x, how the next pass of rows is prefetched (gemv_prefetch()): into L2 instead of
@@ -68,8 +68,8 @@ struct WeightPlan {
 // function the ISA files would each compile).
 bool affine_planes_gemv(Scheme s, int64_t k);
 
-// The formats the avx2 level packs and its packed GEMV (x86/avx2_int8.hpp) serves: codes of 2 and
-// 4 to 6 bits (affine 2/4/5/6-bit, GGUF q4_0 .. q5_1, mxfp4, nvfp4); avx2_int8_gemv: w is one with
+// The formats the avx2 level packs and its packed GEMV (x86/avx2_int8.hpp) serves: codes of 2 to
+// 6 bits (affine 2-6-bit, GGUF q4_0 .. q5_1, mxfp4, nvfp4); avx2_int8_gemv: w is one with
 // its pack. Defined in fast.cpp, as affine_planes_gemv.
 bool avx2_int8_format(Scheme s, int bits);
 bool avx2_int8_gemv(const WeightPlan& w);

@@ -47,7 +47,7 @@ inline bool int8_affine_kernel(const WeightPlan& w) {
 // Whether this GEMV of w takes x as integer planes (vnni_kquant.hpp, vnni_affine.hpp): the
 // K-quants, GGUF q4_0 .. q8_0, affine 2- to 8-bit, mxfp4 and nvfp4 (K a
 // multiple of 128) at M = 1..4 on the avx512 level when the driver found VNNI and VBMI
-// usable, and on the avx2 level the packed 2/4/5/6-bit formats (avx2_int8_gemv, x86/avx2_int8.hpp) and
+// usable, and on the avx2 level the packed 2-6-bit formats (avx2_int8_gemv, x86/avx2_int8.hpp) and
 // the K-quants (x86/avx2_kquant.hpp) (w.int8_x, set once per call so that the prep and every task
 // agree). xs then holds, after its sums, gemv_int8_pow2_count powers of two (per 256-element block
 // for the K-quants, per group otherwise) and a last entry: 1 if the planes were made, 0 if x could

@@ -25,6 +25,8 @@ enum class Order {
   nibble,   // MLX's 4-bit codes: vector v (64 bytes) byte i is element 2i + v (VNNI's Ctl::nibble)
   block32,  // GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i (Ctl::block32)
   quad,     // MLX's 2-bit codes, on this level only: vector j (32 bytes) byte i is element 4i + j
+  eights,   // MLX's 3-bit codes: vector v byte 4t + j is element 8t + 4v + j (VNNI's Ctl::quad, the
+            // 8-bit pack's order)
 };
 
 // The block's three planes at 2^e in `order`; the first two as VNNI's two 64-byte vectors
@@ -48,6 +50,8 @@ void block_digits(const float* xb, uint8_t* pb, int e, Order order) {
       if (order == Order::quad)  // qword j: elements 4i + j of the 32, i = 0..7
         d[p][q] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(d[p][q], by4),
                                               _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      if (order == Order::eights)  // [the even dwords | the odd ones]
+        d[p][q] = _mm256_permutevar8x32_epi32(d[p][q], _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
     }
   }
   for (int p = 0; p < 3; ++p) {
@@ -63,7 +67,7 @@ void block_digits(const float* xb, uint8_t* pb, int e, Order order) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + p * 128 + 32 * j), v[j]);
       continue;
     }
-    // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1], in both orders.
+    // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1], in the other orders.
     for (int h = 0; h < 2; ++h) {
       uint8_t* out = pb + p * 128 + h * 32;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
@@ -145,6 +149,28 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
 // vpmaddubsw products a lane and the sum of two such stay under 2^15 (4·63·127).
 template <int kBits, bool kE2M1>
 [[gnu::always_inline]] inline void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
+  if constexpr (kBits == 3) {
+    // MLX's 3-bit codes, eight in three bytes: dword t of the half takes triple 8h + t (codes
+    // 64h + 8t .. + 7); lo gets codes 0-3 of each triple in its bytes, hi codes 4-7 (the
+    // planes' eights order). The loads read 4 bytes past the block (the pack's next bytes or
+    // its kRowOverread).
+    const __m256i raw = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 24 * h))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 24 * h + 12)), 1);
+    const __m256i v = _mm256_shuffle_epi8(
+        raw, _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1, 0, 1, 2, -1, 3,
+                              4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1));
+    auto spread = [](__m256i t) {  // bits 3j .. 3j + 2 -> byte j, j = 0..3
+      const __m256i b0 = _mm256_and_si256(t, _mm256_set1_epi32(0x7));
+      const __m256i b1 = _mm256_and_si256(_mm256_slli_epi32(t, 5), _mm256_set1_epi32(0x700));
+      const __m256i b2 = _mm256_and_si256(_mm256_slli_epi32(t, 10), _mm256_set1_epi32(0x70000));
+      const __m256i b3 = _mm256_and_si256(_mm256_slli_epi32(t, 15), _mm256_set1_epi32(0x7000000));
+      return _mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3));
+    };
+    lo = spread(v);
+    hi = spread(_mm256_srli_epi32(v, 12));
+    return;
+  }
   const __m256i mask = _mm256_set1_epi8(0x0F);
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
   lo = _mm256_and_si256(raw, mask);
@@ -368,6 +394,7 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
                     w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
   const Order order = gguf                                        ? Order::block32
                       : w.scheme == Scheme::affine && w.bits == 2 ? Order::quad
+                      : w.scheme == Scheme::affine && w.bits == 3 ? Order::eights
                                                                   : Order::nibble;
   for (int64_t b = 0; b < blocks; ++b) {
     uint8_t* pb = planes + b * kPlaneBytes;
@@ -430,6 +457,7 @@ void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, 
   };
   const int bits = w.scheme == Scheme::q4_1 ? 4 : w.scheme == Scheme::q5_1 ? 5 : w.bits;
   if (bits == 2) return affine.template operator()<2>();
+  if (bits == 3) return affine.template operator()<3>();
   if (bits == 5) return affine.template operator()<5>();
   if (bits == 6) return affine.template operator()<6>();
   affine.template operator()<4>();

@@ -1,5 +1,5 @@
 // The packed GEMV of the avx2 level on integer dot products: W from quanta::prepack (cpu/pack.hpp)
-// with codes of 2 and 4 to 6 bits, i.e. affine 2-, 4-, 5- and 6-bit (every group), GGUF q4_0, q4_1, q5_0
+// with codes of 2 to 6 bits, i.e. affine 2- to 6-bit (every group), GGUF q4_0, q4_1, q5_0
 // and q5_1, mxfp4 and nvfp4, times M = 1..4 rows of x as int8 planes. Without it the avx2 level
 // decodes every code to f32 and multiplies with FMAs, which read 4-bit rows at 40-50% of the DRAM
 // roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
@@ -15,6 +15,9 @@
 // this level's own order (quad: vector j byte i is element 4i + j, as a shift cuts codes j out of
 // MLX's bytes): a block's four vectors' vpmaddubsw pairs are added in int16 (<= 4·2·3·127), then
 // one vpmaddwd per plane.
+// 3-bit codes take the 8-bit pack's order (Ctl::quad: vector v byte 4t + j is element 8t + 4v +
+// j), where a shuffle and shifts spread each three bytes' eight codes over two dwords, and then
+// run as the nibbles' halves.
 // Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
 // where cpu::avx2_int8_active().
 #pragma once
