@@ -266,9 +266,13 @@ template <int G>
   return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));  // G = 32
 }
 
-template <bool kL2>
-void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+// A line into L2 or L1 (WeightPlan::prefetch_l2: a run-time flag, a predictable branch, so the
+// kernels are not instantiated twice).
+void prefetch(const uint8_t* p, bool l2) {
+  if (l2)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  else
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
 // One tile of the pack (four rows of W; cpu/pack.hpp) times M rows of x, into out[m][r], as
@@ -278,7 +282,7 @@ void prefetch(const uint8_t* p) {
 // time, spread over the steps. Rows of W go RB at a time over a chunk (M = 3, 4: two, so the
 // 8-lane accumulators stay within the 16 registers); the chunk's codes come from L1 again.
 // kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8, q5_0 -16).
-template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
                  const vnni::MultiPlanes& mp, float (&out)[M][kRows]) {
   constexpr int R = kRows, RB = M <= 2 ? 4 : 2;
@@ -328,7 +332,8 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
     for (int r0 = 0; r0 < R; r0 += RB) {
       for (int s = 0; s < ns; ++s) {
         if (r0 == 0)
-          for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64) prefetch<kL2>(pf);
+          for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64)
+            prefetch(pf, w.prefetch_l2);
         const uint8_t* cp = p + s * R * kCodeBytes;
         if constexpr (kBits == 2) {
 #pragma GCC unroll 4
@@ -367,14 +372,14 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
     for (int m = 0; m < M; ++m) out[m][r] = hsum(acc[r][m]) * global;
 }
 
-template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias, bool kL2>
+template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias>
 void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
   const int64_t tiles = (w.n + kRows - 1) / kRows;
   for (int64_t t = n0 / kRows; t * kRows < n1; ++t) {
     const uint8_t* p = w.pack + t * w.pack_tile_bytes;
     float out[M][kRows];
-    packed_tile<G, M, P, kBits, kE2M1, kE4M3, kBias, kL2>(
+    packed_tile<G, M, P, kBits, kE2M1, kE4M3, kBias>(
         w, p, t + 1 < tiles ? p + w.pack_tile_bytes : p, mp, out);
     for (int r = 0; r < kRows; ++r) {
       const int64_t n = t * kRows + r;
@@ -420,10 +425,7 @@ void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, 
   auto rows = [&]<int G, int kBits, bool kE2M1, bool kE4M3, int kBias>() {
     auto with_m = [&]<int M>() {
       auto with_p = [&]<int P>() {
-        if (w.prefetch_l2)
-          packed_rows<G, M, P, kBits, kE2M1, kE4M3, kBias, true>(w, mp, n0, n1, y, ldy);
-        else
-          packed_rows<G, M, P, kBits, kE2M1, kE4M3, kBias, false>(w, mp, n0, n1, y, ldy);
+        packed_rows<G, M, P, kBits, kE2M1, kE4M3, kBias>(w, mp, n0, n1, y, ldy);
       };
       if (w.x_bf16)
         with_p.template operator()<2>();

@@ -263,22 +263,26 @@ void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const 
   }
 }
 
-template <bool kL2>
-void prefetch_block(const uint8_t* p, int64_t bytes) {
+// A block into L2 or L1 (WeightPlan::prefetch_l2, a run-time flag: a predictable branch in place
+// of a second instantiation of every kernel).
+void prefetch_block(const uint8_t* p, int64_t bytes, bool l2) {
   for (int64_t o = 0; o < bytes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + o), kL2 ? _MM_HINT_T1 : _MM_HINT_T0);
+    if (l2)
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+    else
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
 
 // R rows of W (rp[r]) over every block against M rows of x, the rows' next blocks prefetched
 // (next[r]); y[m·ldy + r] = row r's dot product with row m of x.
-template <class F, int R, int M, int P, bool kL2>
+template <class F, int R, int M, int P>
 void rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, int64_t sub,
-          const vnni::MultiPlanes& mp, float* y, int64_t ldy) {
+          bool l2, const vnni::MultiPlanes& mp, float* y, int64_t ldy) {
   __m256 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < R; ++r) prefetch_block<kL2>(next[r] + b * F::kBytes, F::kBytes);
+    for (int r = 0; r < R; ++r) prefetch_block(next[r] + b * F::kBytes, F::kBytes, l2);
     const uint8_t* pb[M];
     const float* xs[M];
     float pw[M];
@@ -330,7 +334,8 @@ void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, in
                 int64_t ldy) {
   const int64_t blocks = w.k / kBlockElems;
   const int64_t sub = w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ? 8 : 16;
-  auto run = [&]<class F, int M, int P, bool kL2>() {
+  const bool l2 = w.prefetch_l2;
+  auto run = [&]<class F, int M, int P>() {
     // Passes of R rows of W (4 for one row of x, 2 for two: registers), then the rest one at a
     // time.
     constexpr int R = M == 1 ? kRows : kRows / 2;
@@ -342,43 +347,37 @@ void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, in
         rp[r] = row_at(w, n + r);
         next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
       }
-      rows<F, R, M, P, kL2>(rp, next, blocks, sub, mp, y + n, ldy);
+      rows<F, R, M, P>(rp, next, blocks, sub, l2, mp, y + n, ldy);
     }
     for (; n < n1; ++n) {
       const uint8_t* rp = row_at(w, n);
-      rows<F, 1, M, P, kL2>(&rp, &rp, blocks, sub, mp, y + n, ldy);
+      rows<F, 1, M, P>(&rp, &rp, blocks, sub, l2, mp, y + n, ldy);
     }
   };
-  auto with_format = [&]<int M, int P, bool kL2>() {
+  auto with_format = [&]<int M, int P>() {
     switch (w.scheme) {
       case Scheme::q2_K:
-        return run.template operator()<Q2K, M, P, kL2>();
+        return run.template operator()<Q2K, M, P>();
       case Scheme::q3_K:
-        return run.template operator()<Q3K, M, P, kL2>();
+        return run.template operator()<Q3K, M, P>();
       case Scheme::q4_K:
-        return run.template operator()<Q45K<false>, M, P, kL2>();
+        return run.template operator()<Q45K<false>, M, P>();
       case Scheme::q5_K:
-        return run.template operator()<Q45K<true>, M, P, kL2>();
+        return run.template operator()<Q45K<true>, M, P>();
       default:
-        return run.template operator()<Q6K, M, P, kL2>();
+        return run.template operator()<Q6K, M, P>();
     }
   };
-  auto with_m = [&]<int P, bool kL2>() {
+  auto with_m = [&]<int P>() {
     if (mp.m == 1)
-      with_format.template operator()<1, P, kL2>();
+      with_format.template operator()<1, P>();
     else
-      with_format.template operator()<2, P, kL2>();
+      with_format.template operator()<2, P>();
   };
-  auto with_p = [&]<bool kL2>() {
-    if (w.x_bf16)
-      with_m.template operator()<2, kL2>();
-    else
-      with_m.template operator()<3, kL2>();
-  };
-  if (w.prefetch_l2)
-    with_p.template operator()<true>();
+  if (w.x_bf16)
+    with_m.template operator()<2>();
   else
-    with_p.template operator()<false>();
+    with_m.template operator()<3>();
 }
 
 }  // namespace quanta::cpu::avx2_kquant
