@@ -343,8 +343,12 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         const bool affine = f.scheme == Scheme::affine;
         const bool grouped = fam == Family::gguf && t != DType::f32 && m >= 2;
         // Affine: gather_qmv_affine_i8 (f16 / bf16 x; K = 1024 suits every group), the tiles
-        // from eight rows an expert (2-bit: twelve).
-        const int64_t affine_rows = f.bits == 2 ? 12 : 8;
+        // from the crossing measured on the H100 (qmm_affine_mma.cu, tile_rows_an_expert).
+        const int g = f.group_size;
+        const int64_t affine_rows = f.bits >= 5 || g == 32 ? 8
+                                    : f.bits == 4          ? 11
+                                    : g == 128             ? 13
+                                                           : 10;
         const bool affine_grouped = affine && t != DType::f32 && m >= affine_rows;
         const bool affine_i8 = affine && t != DType::f32;
         const bool scaled_grouped =
@@ -457,7 +461,7 @@ TEST_F(SelectCuda, AffineGatherGroupsWhereTheTilesPay) {
       for (int64_t experts : {1, 8, 128})
         for (DType t : kAllDTypes) {
           // The crossings measured on the H100 (qmm_affine_mma.cu, tile_rows_an_expert).
-          const int64_t rows = b >= 5 || (b == 4 && g == 32) ? 8 : b == 4 ? 11 : 10;
+          const int64_t rows = b >= 5 || g == 32 ? 8 : b == 4 ? 11 : g == 128 ? 13 : 10;
           for (int64_t m : {int64_t{1}, rows * experts - 1, rows * experts, 512 * experts}) {
             Problem p = affine_problem(m, t, b, g, 768, 2048);
             p.op = Op::gather_matmul;
