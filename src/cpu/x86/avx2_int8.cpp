@@ -190,6 +190,18 @@ template <int kBits, bool kE2M1>
   }
 }
 
+// Σ_p 2^(7·(P - 1 - p))·plane(p) per int32 lane, plane(p) the int16 pairs of plane p: one
+// vpmaddwd against the plane's weight each, exact.
+template <int P, class Plane>
+[[gnu::always_inline]] inline __m256i weigh_planes(Plane&& plane) {
+  if constexpr (P == 2)
+    return _mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(128)),
+                            _mm256_madd_epi16(plane(1), _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(1 << 14)),
+                                           _mm256_madd_epi16(plane(1), _mm256_set1_epi16(128))),
+                          _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
+}
+
 // One half's dot products per int32 lane (lane t: 8 codes of one group) against P planes of x at
 // xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
 template <int P>
@@ -199,12 +211,7 @@ template <int P>
     const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
     return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
   };
-  if constexpr (P == 2)
-    return _mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(128)),
-                            _mm256_madd_epi16(plane(1), _mm256_set1_epi16(1)));
-  return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(1 << 14)),
-                                           _mm256_madd_epi16(plane(1), _mm256_set1_epi16(128))),
-                          _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
+  return weigh_planes<P>(plane);
 }
 
 // The scales of half h's lanes in step s: lane t of half h holds codes of group
@@ -247,12 +254,7 @@ template <int P>
         _mm256_add_epi16(_mm256_maddubs_epi16(q[0], x(0)), _mm256_maddubs_epi16(q[1], x(1))),
         _mm256_add_epi16(_mm256_maddubs_epi16(q[2], x(2)), _mm256_maddubs_epi16(q[3], x(3))));
   };
-  if constexpr (P == 2)
-    return _mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(128)),
-                            _mm256_madd_epi16(plane(1), _mm256_set1_epi16(1)));
-  return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(plane(0), _mm256_set1_epi16(1 << 14)),
-                                           _mm256_madd_epi16(plane(1), _mm256_set1_epi16(128))),
-                          _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
+  return weigh_planes<P>(plane);
 }
 
 // The scales of the lanes of quad_dot in step s (lane t: group 16t / G), as half_scales.
