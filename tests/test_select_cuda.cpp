@@ -346,8 +346,8 @@ TEST_F(SelectCuda, EveryFormatHasADeviceKernel) {
         // from the crossing measured on the H100 (qmm_affine_mma.cu, tile_rows_an_expert).
         const int g = f.group_size;
         const int64_t affine_rows = f.bits >= 5 || g == 32 ? 8
+                                    : g == 128             ? 12
                                     : f.bits == 4          ? 11
-                                    : g == 128             ? 13
                                                            : 10;
         const bool affine_grouped = affine && t != DType::f32 && m >= affine_rows;
         const bool affine_i8 = affine && t != DType::f32;
@@ -461,7 +461,7 @@ TEST_F(SelectCuda, AffineGatherGroupsWhereTheTilesPay) {
       for (int64_t experts : {1, 8, 128})
         for (DType t : kAllDTypes) {
           // The crossings measured on the H100 (qmm_affine_mma.cu, tile_rows_an_expert).
-          const int64_t rows = b >= 5 || g == 32 ? 8 : b == 4 ? 11 : g == 128 ? 13 : 10;
+          const int64_t rows = b >= 5 || g == 32 ? 8 : g == 128 ? 12 : b == 4 ? 11 : 10;
           for (int64_t m : {int64_t{1}, rows * experts - 1, rows * experts, 512 * experts}) {
             Problem p = affine_problem(m, t, b, g, 768, 2048);
             p.op = Op::gather_matmul;
