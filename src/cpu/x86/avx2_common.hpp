@@ -80,4 +80,31 @@ inline int plane_exponent(float big) {
   return e;
 }
 
+// x [blocks · ELEMS] as planes, BYTES per block: per block its largest |x| (block_max), its 2^e
+// (plane_exponent) into block_pow2[b] and digits(xb, pb, e) to write the block's planes; a block
+// of zeros gets zero planes and 2^0. False, as block_max, when a block cannot be split.
+template <int64_t ELEMS, int64_t BYTES, class Digits>
+bool split_blocks(const float* x, int64_t blocks, uint8_t* planes, float* block_pow2,
+                  Digits&& digits) {
+  if (!block_max<ELEMS>(x, blocks, block_pow2)) return false;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* pb = planes + b * BYTES;
+    if (block_pow2[b] == 0.0f) {
+      for (int64_t i = 0; i < BYTES; i += 32)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + i), _mm256_setzero_si256());
+      block_pow2[b] = 1.0f;
+      continue;
+    }
+    const int e = plane_exponent(block_pow2[b]);
+    digits(x + b * ELEMS, pb, e);
+    block_pow2[b] = pow2(e);
+  }
+  return true;
+}
+
+// Two planes' sum p0·2^7 + p1 is 2^7 less than three planes' p0·2^14 + p1·2^7 + p2: the scales
+// that carry x's 2^e take this with them (vnni::kPlaneUnit).
+template <int P>
+inline constexpr float kPlaneUnit = P == 2 ? 128.0f : 1.0f;
+
 }  // namespace quanta::cpu::avx2_common

@@ -289,8 +289,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
                  const vnni::MultiPlanes& mp, float (&out)[M][kRows]) {
   constexpr int R = kRows, RB = M <= 2 ? 4 : 2;
   constexpr int kGpv = static_cast<int>(kBlock / G);
-  constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
-  constexpr int64_t kCodeBytes = 16 * kBits;       // one row's 128 codes
+  constexpr int64_t kCodeBytes = 16 * kBits;  // one row's 128 codes
   const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const bool bf16 = w.scale_dtype == DType::bf16;
   const int64_t steps = w.k / kBlock;
@@ -323,7 +322,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
                                     : keep(load_sd(bp + (r * cnt + 8 * half) * sz, sz, bf16));
         for (int m = 0; m < M; ++m) {
           const __m256 p2 =
-              _mm256_mul_ps(load_x(mp.pow2[m] + g0 + 8 * half), _mm256_set1_ps(kUnit));
+              _mm256_mul_ps(load_x(mp.pow2[m] + g0 + 8 * half), _mm256_set1_ps(kPlaneUnit<P>));
           _mm256_store_ps(sc[r][m] + 8 * half, _mm256_mul_ps(s, p2));
           acc[r][m] = _mm256_fmadd_ps(b, load_x(mp.xs[m] + g0 + 8 * half), acc[r][m]);
         }
@@ -395,28 +394,20 @@ void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, i
 
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
-  float* big = group_pow2;  // blocks <= groups: the block maxima first, spread out at the end
-  if (!block_max<kBlock>(x, blocks, big)) return false;
   const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ||
                     w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
   const Order order = gguf                                        ? Order::block32
                       : w.scheme == Scheme::affine && w.bits == 2 ? Order::quad
                       : w.scheme == Scheme::affine && w.bits == 3 ? Order::eights
                                                                   : Order::nibble;
-  for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* pb = planes + b * kPlaneBytes;
-    if (big[b] == 0.0f) {
-      for (int64_t i = 0; i < kPlaneBytes; i += 32)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + i), _mm256_setzero_si256());
-      big[b] = 1.0f;
-      continue;
-    }
-    const int e = plane_exponent(big[b]);
-    block_digits(x + b * kBlock, pb, e, order);
-    big[b] = pow2(e);
-  }
+  // blocks <= groups: each block's 2^e first, spread over its groups at the end.
+  float* block_pow2 = group_pow2;
+  if (!split_blocks<kBlock, kPlaneBytes>(
+          x, blocks, planes, block_pow2,
+          [&](const float* xb, uint8_t* pb, int e) { block_digits(xb, pb, e, order); }))
+    return false;
   for (int64_t b = blocks - 1; b >= 0; --b) {  // every group takes its block's 2^e
-    const float p = big[b];
+    const float p = block_pow2[b];
     for (int64_t j = per_block - 1; j >= 0; --j) group_pow2[b * per_block + j] = p;
   }
   return true;

@@ -253,12 +253,11 @@ void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const 
                                      _mm256_madd_epi16(_mm256_maddubs_epi16(q, x_at(m, p, v)), s));
     }
   }
-  constexpr float kUnit = P == 2 ? 128.0f : 1.0f;  // vnni::kPlaneUnit
   for (int m = 0; m < M; ++m) {
     __m256 sum = _mm256_cvtepi32_ps(a[m][0]);
     for (int p = 1; p < P; ++p)
       sum = _mm256_fmadd_ps(sum, _mm256_set1_ps(128.0f), _mm256_cvtepi32_ps(a[m][p]));
-    acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(f.d * pw[m] * kUnit), sum, acc[m]);
+    acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(f.d * pw[m] * kPlaneUnit<P>), sum, acc[m]);
     acc[m] = f.offsets(acc[m], xs[m]);
   }
 }
@@ -311,23 +310,9 @@ void block_digits(const float* xb, uint8_t* pb, int e) {
 }  // namespace
 
 bool prep(const float* x, int64_t k, uint8_t* planes, float* pow2_out) {
-  const int64_t blocks = k / kBlockElems;
-  if (!block_max<kBlockElems>(x, blocks, pow2_out)) return false;
-  for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* pb = planes + b * kPlaneBlock;
-    if (pow2_out[b] == 0.0f) {
-      for (int64_t i = 0; i < kPlaneBlock; i += 32)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + i), _mm256_setzero_si256());
-      pow2_out[b] = 1.0f;
-      continue;
-    }
-    // (With the first digit only in [-64, 64], 2^-20 of the largest |x|, q6_K's outlier case of
-    // PlaneExtremes missed the f32 bound: rel-L2 1.37e-5.)
-    const int e = plane_exponent(pow2_out[b]);
-    block_digits(x + b * kBlockElems, pb, e);
-    pow2_out[b] = pow2(e);
-  }
-  return true;
+  // (With the first digit only in [-64, 64], 2^-20 of the largest |x|, q6_K's outlier case of
+  // PlaneExtremes missed the f32 bound: rel-L2 1.37e-5; plane_exponent keeps it in [-127, 127].)
+  return split_blocks<kBlockElems, kPlaneBlock>(x, k / kBlockElems, planes, pow2_out, block_digits);
 }
 
 void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
