@@ -256,12 +256,10 @@ int64_t pack_min_rows(const IsaKernels& kr, Scheme s, Layout layout) {
     case Scheme::fp8_e4m3:
     case Scheme::fp8_e5m2:
       return 2;
-    // fp4 from 64 / 128 rows on the avx512 level; on avx2 the packed tiles ran 1.1-1.3x the
-    // row tiles from 32 rows (Zen 3 VM, docs/PERF.md), so there they take the level's own start.
-    case Scheme::mxfp4:
-      return kr.vector_width == 8 ? kr.pack_min_rows : std::max<int64_t>(kr.pack_min_rows, 64);
+    case Scheme::mxfp4:  // per level (simd/avx2.hpp, avx512.hpp)
+      return kr.pack_min_rows_mxfp4;
     case Scheme::nvfp4:
-      return kr.vector_width == 8 ? kr.pack_min_rows : std::max<int64_t>(kr.pack_min_rows, 128);
+      return kr.pack_min_rows_nvfp4;
     default:
       return kr.pack_min_rows;
   }

@@ -135,10 +135,11 @@ struct IsaKernels {
   // rows [n0, n0 + rows) into out (dt, row stride K), bit-exact with the codec
   // (engine/dequant.hpp).
   void (*dequantize_nk)(const WeightPlan& w, int64_t n0, int64_t rows, void* out, DType dt);
-  int vector_width;       // floats per vector (tile padding)
-  int pack_cols;          // rows of W per packed panel
-  int64_t pack_chunk;     // K elements pack_nk decodes per step
-  int64_t pack_min_rows;  // M from which nk tiles are packed (0: never)
+  int vector_width;                                  // floats per vector (tile padding)
+  int pack_cols;                                     // rows of W per packed panel
+  int64_t pack_chunk;                                // K elements pack_nk decodes per step
+  int64_t pack_min_rows;                             // M from which nk tiles are packed (0: never)
+  int64_t pack_min_rows_mxfp4, pack_min_rows_nvfp4;  // the same for fp4 (V::kPackMinRowsMxfp4)
 };
 
 inline constexpr int64_t kGemvXPad = 64;

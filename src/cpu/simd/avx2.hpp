@@ -49,6 +49,8 @@ struct V {
   static constexpr int kOutMR = 6, kOutNV = 2;
   static constexpr int kPackMR = 6, kPackNV = 2;  // packed nk tiles (see avx512.hpp)
   static constexpr int64_t kPackMinRows = 32;
+  // fp4 too: the packed tiles ran 1.1-1.3x the row tiles from 32 rows (Zen 3 VM, docs/PERF.md).
+  static constexpr int64_t kPackMinRowsMxfp4 = 32, kPackMinRowsNvfp4 = 32;
   using F = __m256;
   using I = __m256i;
   struct Tbl {

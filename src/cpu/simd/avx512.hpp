@@ -64,6 +64,8 @@ struct V {
   // and 8 x 3 measured alike), from kPackMinRows rows of x (per format: fast.cpp).
   static constexpr int kPackMR = 6, kPackNV = 4;
   static constexpr int64_t kPackMinRows = 32;
+  // fp4's row tiles outran the packed ones below these (its decode per packed weight costs more).
+  static constexpr int64_t kPackMinRowsMxfp4 = 64, kPackMinRowsNvfp4 = 128;
   using F = __m512;
   using I = __m512i;
   using Tbl = __m512;

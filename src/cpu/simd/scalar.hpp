@@ -16,6 +16,7 @@ struct V {
   static constexpr int kOutMR = 4, kOutNV = 4;
   static constexpr int kPackMR = 4, kPackNV = 4;  // packed nk tiles: unused here
   static constexpr int64_t kPackMinRows = 0;      // 0: the dot form at every M
+  static constexpr int64_t kPackMinRowsMxfp4 = 0, kPackMinRowsNvfp4 = 0;
   using F = float;
   using I = uint32_t;
   using Tbl = const float*;
