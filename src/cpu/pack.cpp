@@ -50,6 +50,26 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
   std::memcpy(out + 64, high, bits == 5 ? 16 : 32);
 }
 
+// A block of 128 3-bit codes (48 bytes, MLX's bit stream) in the avx2 level's layout, the same
+// bytes: column i (0..15) of eight codes c0 .. c7 = codes 4i, 4i + 1, 64 + 4i, 65 + 4i, 4i + 2,
+// 66 + 4i, 4i + 3, 67 + 4i in bytes i, 16 + i, 32 + i as
+//   A = c0 | c1 << 3 | (c6 & 3) << 6,  B = c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1) << 7,
+//   C = c4 | c5 << 3 | (c7 >> 1) << 6,
+// which the kernel splits into bytes of codes 4i + j with a few shifts and masks
+// (x86/avx2_int8.cpp quad3_codes), where the bit stream took a shuffle and ~20 shifts and masks
+// per 64 codes.
+void avx2_3bit_block(const uint8_t* block, uint8_t* out) {
+  for (int i = 0; i < 16; ++i) {
+    auto code = [&](int j) { return codec::affine_code(block, j, 3, kPackBlock); };
+    const uint32_t c0 = code(4 * i), c1 = code(4 * i + 1), c4 = code(4 * i + 2),
+                   c6 = code(4 * i + 3), c2 = code(64 + 4 * i), c3 = code(65 + 4 * i),
+                   c5 = code(66 + 4 * i), c7 = code(67 + 4 * i);
+    out[i] = static_cast<uint8_t>(c0 | c1 << 3 | (c6 & 3u) << 6);
+    out[16 + i] = static_cast<uint8_t>(c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1u) << 7);
+    out[32 + i] = static_cast<uint8_t>(c4 | c5 << 3 | (c7 >> 1) << 6);
+  }
+}
+
 // Where a packed GGUF block keeps its parts (d first, f16), or null for other schemes.
 struct GgufBlock {
   int bytes, nibbles, min, qh;  // min, qh: -1 when the block has none
@@ -71,8 +91,8 @@ struct StepSource {
   const uint8_t* scales;  // affine: the row's scales and biases
   const uint8_t* biases;
 };
-void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, uint8_t* code_out,
-               uint8_t* scale_out, uint8_t* bias_out) {
+void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource& src, int64_t step,
+               uint8_t* code_out, uint8_t* scale_out, uint8_t* bias_out) {
   if (w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4) {
     // Codes as stored, the step's E8M0 (4) or E4M3 (8) scale bytes as stored.
     const int64_t scales = kPackBlock / w.format.group_size;
@@ -106,6 +126,8 @@ void copy_step(const QuantizedMatrix& w, const StepSource& src, int64_t step, ui
   const int64_t sz = static_cast<int64_t>(dtype_size(w.scale_dtype));
   if (w.format.bits == 5 || w.format.bits == 6) {
     split_high_bits(src.codes + step * block_code, w.format.bits, code_out);
+  } else if (pack.avx2_3bit) {
+    avx2_3bit_block(src.codes + step * block_code, code_out);
   } else if (w.format.bits == 8) {
     // Byte 4t + j of vector v (64 bytes each) is code 8t + 4v + j: int32 lane t of both vectors
     // then covers codes 8t .. 8t + 7, inside one group, as the kernel's lanes need.
@@ -197,6 +219,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->pack_dtype = gguf ? DType::f16 : w.scale_dtype;
   p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
   p->stores_biases = !fp4 && (gguf == nullptr || gguf->min >= 0);
+  p->avx2_3bit = w.format.scheme == Scheme::affine && w.format.bits == 3 && avx2_int8_active();
   const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
@@ -228,7 +251,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
       for (int64_t r = 0; r < kPackRows && kPackRows * t + r < w.n; ++r) {
         const StepSource src = source(r);
         for (int64_t s = 0; s < ns; ++s)
-          copy_step(w, src, s0 + s, out + (kPackRows * s + r) * block_code,
+          copy_step(w, *p, src, s0 + s, out + (kPackRows * s + r) * block_code,
                     sd_out + r * run + s * gpv * sz,
                     p->stores_biases ? sd_out + (kPackRows + r) * run + s * gpv * sz : nullptr);
       }
@@ -298,6 +321,10 @@ const HostPack* pack_of(const QuantizedMatrix& w) {
   if (p == nullptr || p->codes != w.codes || p->scales != w.scales || p->biases != w.biases ||
       p->format != w.format || p->scale_dtype != w.scale_dtype || p->n != w.n || p->k != w.k ||
       p->batch != w.batch || p->layout != w.layout || w.location != Location::host)
+    return nullptr;
+  // 3-bit codes are laid out for the level that packed them (a test may switch levels).
+  if (p->format.scheme == Scheme::affine && p->format.bits == 3 &&
+      p->avx2_3bit != avx2_int8_active())
     return nullptr;
   return p;
 }

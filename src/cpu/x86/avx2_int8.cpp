@@ -24,9 +24,8 @@ constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPac
 enum class Order {
   nibble,   // MLX's 4-bit codes: vector v (64 bytes) byte i is element 2i + v (VNNI's Ctl::nibble)
   block32,  // GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i (Ctl::block32)
-  quad,     // MLX's 2-bit codes, on this level only: vector j (32 bytes) byte i is element 4i + j
-  eights,   // MLX's 3-bit codes: vector v byte 4t + j is element 8t + 4v + j (VNNI's Ctl::quad, the
-            // 8-bit pack's order)
+  quad,     // affine 2- and 3-bit codes, on this level only: vector j (32 bytes) byte i is element
+            // 4i + j
 };
 
 // The block's three planes at 2^e in `order`; the first two as VNNI's two 64-byte vectors
@@ -50,8 +49,6 @@ void block_digits(const float* xb, uint8_t* pb, int e, Order order) {
       if (order == Order::quad)  // qword j: elements 4i + j of the 32, i = 0..7
         d[p][q] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(d[p][q], by4),
                                               _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      if (order == Order::eights)  // [the even dwords | the odd ones]
-        d[p][q] = _mm256_permutevar8x32_epi32(d[p][q], _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
     }
   }
   for (int p = 0; p < 3; ++p) {
@@ -149,28 +146,6 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
 // vpmaddubsw products a lane and the sum of two such stay under 2^15 (4·63·127).
 template <int kBits, bool kE2M1>
 [[gnu::always_inline]] inline void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
-  if constexpr (kBits == 3) {
-    // MLX's 3-bit codes, eight in three bytes: dword t of the half takes triple 8h + t (codes
-    // 64h + 8t .. + 7); lo gets codes 0-3 of each triple in its bytes, hi codes 4-7 (the
-    // planes' eights order). The loads read 4 bytes past the block (the pack's next bytes or
-    // its kRowOverread).
-    const __m256i raw = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 24 * h))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 24 * h + 12)), 1);
-    const __m256i v = _mm256_shuffle_epi8(
-        raw, _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1, 0, 1, 2, -1, 3,
-                              4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1));
-    auto spread = [](__m256i t) {  // bits 3j .. 3j + 2 -> byte j, j = 0..3
-      const __m256i b0 = _mm256_and_si256(t, _mm256_set1_epi32(0x7));
-      const __m256i b1 = _mm256_and_si256(_mm256_slli_epi32(t, 5), _mm256_set1_epi32(0x700));
-      const __m256i b2 = _mm256_and_si256(_mm256_slli_epi32(t, 10), _mm256_set1_epi32(0x70000));
-      const __m256i b3 = _mm256_and_si256(_mm256_slli_epi32(t, 15), _mm256_set1_epi32(0x7000000));
-      return _mm256_or_si256(_mm256_or_si256(b0, b1), _mm256_or_si256(b2, b3));
-    };
-    lo = spread(v);
-    hi = spread(_mm256_srli_epi32(v, 12));
-    return;
-  }
   const __m256i mask = _mm256_set1_epi8(0x0F);
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
   lo = _mm256_and_si256(raw, mask);
@@ -242,8 +217,37 @@ template <int G>
   q[3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
 }
 
+// A block of 3-bit codes in this level's pack layout (48 bytes, pack.cpp avx2_3bit_block) as
+// quad_codes gives 2-bit ones: bytes A_i, B_i, C_i (at i, 16 + i, 32 + i) hold column i's eight
+// codes, A = c0 | c1 << 3 | c6 << 6, B = c2 | c3 << 3 | c6 >> 2 << 6 | c7 << 7, C = c4 | c5 << 3 |
+// c7 >> 1 << 6, where c0, c1, c4, c6 are codes 4i .. 4i + 3 and c2, c3, c5, c7 codes 64 + 4i ..
+// 64 + 4i + 3. Two 32-byte loads ([A | B], [B | C]) and a broadcast of C give q[0] = [c0 | c2],
+// q[1] = [c1 | c3], q[2] = [c4 | c5], q[3] = [c6 | c7] in ten operations, where MLX's bit stream
+// took ~45 per block to spread to bytes.
+[[gnu::always_inline]] inline void quad3_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i ab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i bc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 16));
+  const __m256i cc =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 32)));
+  const __m256i seven = _mm256_set1_epi8(7);
+  q[0] = _mm256_and_si256(ab, seven);
+  q[1] = _mm256_and_si256(_mm256_srli_epi16(ab, 3), seven);
+  q[2] = _mm256_and_si256(_mm256_srlv_epi32(cc, _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3)), seven);
+  // c6 = A >> 6 | (B >> 6 & 1) << 2, c7 = B >> 7 | C >> 6 << 1; the dword shifts' bits from the
+  // next byte fall outside the masks.
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srlv_epi32(ab, _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)),
+                       _mm256_setr_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303, 0x01010101,
+                                         0x01010101, 0x01010101, 0x01010101));
+  const __m256i hi =
+      _mm256_and_si256(_mm256_srlv_epi32(bc, _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5)),
+                       _mm256_setr_epi32(0x04040404, 0x04040404, 0x04040404, 0x04040404, 0x06060606,
+                                         0x06060606, 0x06060606, 0x06060606));
+  q[3] = _mm256_or_si256(lo, hi);
+}
+
 // The block's dot products per int32 lane (lane t: elements 16t .. 16t + 15, one group) against
-// P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·3·127).
+// P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·7·127).
 template <int P>
 [[gnu::always_inline]] inline __m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
   auto plane = [&](int p) {
@@ -336,11 +340,14 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
           for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64)
             prefetch(pf, w.prefetch_l2);
         const uint8_t* cp = p + s * R * kCodeBytes;
-        if constexpr (kBits == 2) {
+        if constexpr (kBits == 2 || kBits == 3) {
 #pragma GCC unroll 4
           for (int r = r0; r < r0 + RB; ++r) {
             __m256i q[4];
-            quad_codes(cp + r * kCodeBytes, q);
+            if constexpr (kBits == 2)
+              quad_codes(cp + r * kCodeBytes, q);
+            else
+              quad3_codes(cp + r * kCodeBytes, q);
 #pragma GCC unroll 4
             for (int m = 0; m < M; ++m) {
               const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
@@ -396,10 +403,9 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
   const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ||
                     w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
-  const Order order = gguf                                        ? Order::block32
-                      : w.scheme == Scheme::affine && w.bits == 2 ? Order::quad
-                      : w.scheme == Scheme::affine && w.bits == 3 ? Order::eights
-                                                                  : Order::nibble;
+  const Order order = gguf                                                         ? Order::block32
+                      : w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3) ? Order::quad
+                                                                                   : Order::nibble;
   // blocks <= groups: each block's 2^e first, spread over its groups at the end.
   float* block_pow2 = group_pow2;
   if (!split_blocks<kBlock, kPlaneBytes>(
