@@ -484,37 +484,40 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
     }
 }
 
-// A 3-bit pack's codes are laid out for the level that made it (the avx2 level's columns of
-// eight codes, pack.cpp avx2_3bit_block; MLX's bit stream at the VNNI level): a level that reads
-// the other layout ignores the pack and reads the plain rows, so the answer stays right when a
-// program switches levels after packing.
-TEST_F(CpuPrepack, ThreeBitPackStaysWithItsLevel) {
+// 3-, 5- and 6-bit packs' codes are laid out for the level that made them (the avx2 level's own
+// layouts, pack.cpp avx2_block; MLX's bit stream and nibbles with bit masks at the VNNI level): a
+// level that reads the other layout ignores the pack and reads the plain rows, so the answer
+// stays right when a program switches levels after packing.
+TEST_F(CpuPrepack, OwnLayoutPackStaysWithItsLevel) {
   std::vector<Isa> levels;
   for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
     if (cpu::isa_supported(i)) levels.push_back(i);
   const int64_t n = 37, k = 1280;
-  const QuantizedMatrix w =
-      test::host_weights(Format::affine(3, 64), DType::f32, n, k, Layout::nk, 5);
-  const test::Dense x = test::random_dense(DType::f32, 1, k, 51);
-  const std::vector<double> want = ref::matmul(x.view(), w);
   int packs = 0;
-  for (Isa made : levels) {
-    QuantizedMatrix p;
-    {
-      const cpu::ScopedIsa at(made);
-      if (!cpu::int8_active()) continue;
-      p = prepack(w);
-    }
-    ASSERT_TRUE(p.host_pack) << cpu::isa_name(made);
-    ++packs;
-    for (Isa read : levels) {
-      const cpu::ScopedIsa at(read);
-      const bool readable = p.host_pack->avx2_3bit == cpu::avx2_int8_active();
-      EXPECT_EQ(cpu::pack_of(p) != nullptr, readable)
-          << "made at " << cpu::isa_name(made) << ", read at " << cpu::isa_name(read);
-      const ref::Comparison cmp = run(x, p, want, "qmv_fused_" + std::string(cpu::isa_name(read)));
-      EXPECT_TRUE(cmp.pass) << "made at " << cpu::isa_name(made) << ", read at "
-                            << cpu::isa_name(read) << ": rel_l2 " << cmp.rel_l2;
+  for (const Format& f : {Format::affine(3, 64), Format::affine(6, 32), Format::affine(5, 128),
+                          Format::gguf(Scheme::q5_1)}) {
+    const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 5);
+    const test::Dense x = test::random_dense(DType::f32, 1, k, 51);
+    const std::vector<double> want = ref::matmul(x.view(), w);
+    for (Isa made : levels) {
+      QuantizedMatrix p;
+      {
+        const cpu::ScopedIsa at(made);
+        if (!cpu::int8_active()) continue;
+        p = prepack(w);
+      }
+      ASSERT_TRUE(p.host_pack) << f.name() << " at " << cpu::isa_name(made);
+      ++packs;
+      for (Isa read : levels) {
+        const cpu::ScopedIsa at(read);
+        const std::string where = f.name() + " made at " + std::string(cpu::isa_name(made)) +
+                                  ", read at " + std::string(cpu::isa_name(read));
+        const bool readable = p.host_pack->avx2_codes == cpu::avx2_int8_active();
+        EXPECT_EQ(cpu::pack_of(p) != nullptr, readable) << where;
+        const ref::Comparison cmp =
+            run(x, p, want, "qmv_fused_" + std::string(cpu::isa_name(read)));
+        EXPECT_TRUE(cmp.pass) << where << ": rel_l2 " << cmp.rel_l2;
+      }
     }
   }
   if (packs == 0) GTEST_SKIP() << "no packed kernel on this CPU";

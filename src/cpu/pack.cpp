@@ -17,6 +17,13 @@ namespace quanta::cpu {
 
 namespace {
 
+// The formats whose codes the avx2 level packs in its own layouts (avx2_block) rather than the
+// VNNI level's.
+bool avx2_own_layout(const Format& f) {
+  return (f.scheme == Scheme::affine && (f.bits == 3 || f.bits == 5 || f.bits == 6)) ||
+         f.scheme == Scheme::q5_0 || f.scheme == Scheme::q5_1;
+}
+
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
@@ -50,24 +57,43 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
   std::memcpy(out + 64, high, bits == 5 ? 16 : 32);
 }
 
-// A block of 128 3-bit codes (48 bytes, MLX's bit stream) in the avx2 level's layout, the same
-// bytes: column i (0..15) of eight codes c0 .. c7 = codes 4i, 4i + 1, 64 + 4i, 65 + 4i, 4i + 2,
-// 66 + 4i, 4i + 3, 67 + 4i in bytes i, 16 + i, 32 + i as
-//   A = c0 | c1 << 3 | (c6 & 3) << 6,  B = c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1) << 7,
-//   C = c4 | c5 << 3 | (c7 >> 1) << 6,
-// which the kernel splits into bytes of codes 4i + j with a few shifts and masks
-// (x86/avx2_int8.cpp quad3_codes), where the bit stream took a shuffle and ~20 shifts and masks
-// per 64 codes.
-void avx2_3bit_block(const uint8_t* block, uint8_t* out) {
-  for (int i = 0; i < 16; ++i) {
-    auto code = [&](int j) { return codec::affine_code(block, j, 3, kPackBlock); };
-    const uint32_t c0 = code(4 * i), c1 = code(4 * i + 1), c4 = code(4 * i + 2),
-                   c6 = code(4 * i + 3), c2 = code(64 + 4 * i), c3 = code(65 + 4 * i),
-                   c5 = code(66 + 4 * i), c7 = code(67 + 4 * i);
-    out[i] = static_cast<uint8_t>(c0 | c1 << 3 | (c6 & 3u) << 6);
-    out[16 + i] = static_cast<uint8_t>(c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1u) << 7);
-    out[32 + i] = static_cast<uint8_t>(c4 | c5 << 3 | (c7 >> 1) << 6);
+// The avx2 level's own layouts of a block of 128 3-, 5- or 6-bit codes (q: one code a byte, in
+// element order), 16·bits bytes as MLX's bit stream: the kernel splits them into four vectors,
+// vector j byte i = code 4i + j, with a few shifts and masks (x86/avx2_int8.cpp quad_codes), where
+// MLX's bit stream (3-bit) or the nibbles with bit masks of split_high_bits (5-, 6-bit) took
+// ~20-27 operations per 64 codes.
+//   3-bit: column i (0..15) of eight codes c0 .. c7 = codes 4i, 4i + 1, 64 + 4i, 65 + 4i, 4i + 2,
+//          66 + 4i, 4i + 3, 67 + 4i in bytes i, 16 + i, 32 + i as A = c0 | c1 << 3 | (c6 & 3) << 6,
+//          B = c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1) << 7, C = c4 | c5 << 3 | (c7 >> 1) << 6.
+//   5-bit: column i (0..31) of codes c0 .. c3 = 4i .. 4i + 3 in bytes i, 32 + i and a nibble of
+//          byte 64 + i % 16 (low for i < 16): A = c0 | (c2 & 7) << 5,
+//          B = c1 | (c2 >> 3) << 5 | (c3 & 1) << 7, nibble = c3 >> 1.
+//   6-bit: byte i of vector j (32 bytes, j < 3) = code 4i + j | bits 2j, 2j + 1 of code 4i + 3
+//   << 6.
+void avx2_block(const uint8_t (&q)[128], int bits, uint8_t* out) {
+  if (bits == 3) {
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t c0 = q[4 * i], c1 = q[4 * i + 1], c4 = q[4 * i + 2], c6 = q[4 * i + 3],
+                     c2 = q[64 + 4 * i], c3 = q[65 + 4 * i], c5 = q[66 + 4 * i], c7 = q[67 + 4 * i];
+      out[i] = static_cast<uint8_t>(c0 | c1 << 3 | (c6 & 3u) << 6);
+      out[16 + i] = static_cast<uint8_t>(c2 | c3 << 3 | (c6 >> 2) << 6 | (c7 & 1u) << 7);
+      out[32 + i] = static_cast<uint8_t>(c4 | c5 << 3 | (c7 >> 1) << 6);
+    }
+    return;
   }
+  if (bits == 5) {
+    std::memset(out + 64, 0, 16);
+    for (int i = 0; i < 32; ++i) {
+      const uint32_t c0 = q[4 * i], c1 = q[4 * i + 1], c2 = q[4 * i + 2], c3 = q[4 * i + 3];
+      out[i] = static_cast<uint8_t>(c0 | (c2 & 7u) << 5);
+      out[32 + i] = static_cast<uint8_t>(c1 | (c2 >> 3) << 5 | (c3 & 1u) << 7);
+      out[64 + i % 16] |= static_cast<uint8_t>((c3 >> 1) << (i < 16 ? 0 : 4));
+    }
+    return;
+  }
+  for (int i = 0; i < 32; ++i)  // 6-bit
+    for (int j = 0; j < 3; ++j)
+      out[32 * j + i] = static_cast<uint8_t>(q[4 * i + j] | ((q[4 * i + 3] >> (2 * j)) & 3u) << 6);
 }
 
 // Where a packed GGUF block keeps its parts (d first, f16), or null for other schemes.
@@ -107,8 +133,16 @@ void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource&
     // high bits of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit
     // layout.
     uint64_t high[2] = {};
+    uint8_t q[128];  // q5_0 / q5_1 at the avx2 level: the codes, for avx2_block
     for (int b = 0; b < 4; ++b) {
       const uint8_t* blk = src.codes + (4 * step + b) * g->bytes;
+      if (pack.avx2_codes) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + g->qh, 4);
+        for (int j = 0; j < 32; ++j)
+          q[32 * b + j] = static_cast<uint8_t>(
+              ((blk[g->nibbles + j % 16] >> (4 * (j / 16))) & 15u) | ((qh >> j) & 1u) << 4);
+      }
       std::memcpy(code_out + 16 * b, blk + g->nibbles, 16);
       std::memcpy(scale_out + 2 * b, blk, 2);
       if (g->min >= 0) std::memcpy(bias_out + 2 * b, blk + g->min, 2);
@@ -119,15 +153,22 @@ void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource&
         high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
       }
     }
-    if (g->qh >= 0) std::memcpy(code_out + 64, high, 16);
+    if (pack.avx2_codes)
+      avx2_block(q, 5, code_out);
+    else if (g->qh >= 0)
+      std::memcpy(code_out + 64, high, 16);
     return;
   }
   const int64_t block_code = 16 * w.format.bits, gpv = kPackBlock / w.format.group_size;
   const int64_t sz = static_cast<int64_t>(dtype_size(w.scale_dtype));
-  if (w.format.bits == 5 || w.format.bits == 6) {
+  if (pack.avx2_codes) {
+    uint8_t q[128];
+    for (int j = 0; j < 128; ++j)
+      q[j] = static_cast<uint8_t>(
+          codec::affine_code(src.codes + step * block_code, j, w.format.bits, kPackBlock));
+    avx2_block(q, w.format.bits, code_out);
+  } else if (w.format.bits == 5 || w.format.bits == 6) {
     split_high_bits(src.codes + step * block_code, w.format.bits, code_out);
-  } else if (pack.avx2_3bit) {
-    avx2_3bit_block(src.codes + step * block_code, code_out);
   } else if (w.format.bits == 8) {
     // Byte 4t + j of vector v (64 bytes each) is code 8t + 4v + j: int32 lane t of both vectors
     // then covers codes 8t .. 8t + 7, inside one group, as the kernel's lanes need.
@@ -219,7 +260,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->pack_dtype = gguf ? DType::f16 : w.scale_dtype;
   p->entry_bytes = fp4 ? 1 : static_cast<int64_t>(dtype_size(p->pack_dtype));
   p->stores_biases = !fp4 && (gguf == nullptr || gguf->min >= 0);
-  p->avx2_3bit = w.format.scheme == Scheme::affine && w.format.bits == 3 && avx2_int8_active();
+  p->avx2_codes = avx2_own_layout(w.format) && avx2_int8_active();
   const int64_t gpv = kPackBlock / w.format.group_size, sz = p->entry_bytes;
   // 16 groups per row and chunk: the kernel turns a chunk's scales to f32 with one vector load
   // per row (a chunk of one step, its scales filling one line, ran 2-bit g64 1.5x slower).
@@ -322,10 +363,9 @@ const HostPack* pack_of(const QuantizedMatrix& w) {
       p->format != w.format || p->scale_dtype != w.scale_dtype || p->n != w.n || p->k != w.k ||
       p->batch != w.batch || p->layout != w.layout || w.location != Location::host)
     return nullptr;
-  // 3-bit codes are laid out for the level that packed them (a test may switch levels).
-  if (p->format.scheme == Scheme::affine && p->format.bits == 3 &&
-      p->avx2_3bit != avx2_int8_active())
-    return nullptr;
+  // 3-, 5- and 6-bit codes are laid out for the level that packed them (a test may switch
+  // levels).
+  if (avx2_own_layout(p->format) && p->avx2_codes != avx2_int8_active()) return nullptr;
   return p;
 }
 

@@ -16,8 +16,8 @@
 //   in chunks of `steps` = 16 groups per row (the kernel converts a row's 16 scales at once):
 //     chunk = [codes: step s, row r at (4s + r)·16·bits bytes, each row's block as stored (5-
 //              and 6-bit: split into nibbles and masks of the high bits; 8-bit: in groups of four
-//              bytes interleaved over two 64-byte halves; 3-bit at the avx2 level: three bytes a
-//              column of eight codes; same size; pack.cpp)]
+//              bytes interleaved over two 64-byte halves; 3-, 5- and 6-bit at the avx2 level:
+//              its own layouts; same size; pack.cpp)]
 //             [scales: row r's ns·(128/G) entries, in the scale dtype, rows one after another]
 //             [biases: likewise]
 //             [zeros up to a multiple of 64 bytes]
@@ -61,9 +61,9 @@ struct HostPack {
   int64_t n = 0, k = 0, batch = 0;
   int64_t entry_bytes = 0;    // per scale (and bias) in the pack: 1 for the E8M0 / E4M3 bytes
   bool stores_biases = true;  // after the scales (mxfp4, nvfp4: derived from them)
-  // Affine 3-bit codes in the avx2 level's layout (pack.cpp avx2_3bit_block), not MLX's bit
-  // stream: made at that level and read only there (pack_of).
-  bool avx2_3bit = false;
+  // 3-, 5- and 6-bit codes (affine, q5_0, q5_1) in the avx2 level's layouts (pack.cpp
+  // avx2_block), not the VNNI level's: made at that level and read only there (pack_of).
+  bool avx2_codes = false;
   int steps = 0;             // blocks of 128 weights per full chunk
   int64_t tile_bytes = 0;    // bytes per four rows
   int64_t expert_bytes = 0;  // bytes per matrix of the stack

@@ -124,27 +124,14 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
                                               9,  8,  6,  4,  0,  12, 13, 14, 15, 16, 18,
                                               20, 24, 12, 11, 10, 9,  8,  6,  4,  0};
 
-// The per-step helpers below are always inlined: GCC left half_codes<6> a call with its codes
-// returned through memory, and the 6-bit pack ran 2x slower than the 5-bit one on one core.
+// The per-step helpers below are always inlined: GCC had left the 6-bit codes' split a call with
+// its codes returned through memory, and the 6-bit pack ran 2x slower than the 5-bit one on one
+// core.
 
-// 32 bits of a mask (4 bytes at `at`) as 32 bytes: `bit` where set, else 0.
-[[gnu::always_inline]] inline __m256i mask_bytes(const uint8_t* at, int bit) {
-  uint32_t m;
-  __builtin_memcpy(&m, at, 4);
-  const __m256i rep = _mm256_shuffle_epi8(  // byte i: mask byte i / 8
-      _mm256_set1_epi32(static_cast<int>(m)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                       3, 3, 3, 3, 3, 3));
-  const __m256i sel = _mm256_set1_epi64x(0x8040201008040201);  // byte i: bit i % 8
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, sel), sel),
-                          _mm256_set1_epi8(static_cast<char>(bit)));
-}
-
-// Half h (32 bytes of nibbles: 64 codes) of one row's block at c (16·kBits bytes: pack.cpp) as
-// its low and high nibbles' codes: E2M1 mapped; 5- and 6-bit with bits 4 and 5 from the masks
-// after the nibbles (bit i of each 64-bit mask: byte i's low or high nibble). Codes <= 63: two
-// vpmaddubsw products a lane and the sum of two such stay under 2^15 (4·63·127).
-template <int kBits, bool kE2M1>
+// Half h (32 bytes of nibbles: 64 codes) of one row's block of 4-bit codes at c (64 bytes) as its
+// low and high nibbles' codes, E2M1 mapped for the fp4 formats. Codes <= 24: two vpmaddubsw
+// products a lane and the sum of two such stay under 2^15 (4·24·127).
+template <bool kE2M1>
 [[gnu::always_inline]] inline void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
   const __m256i mask = _mm256_set1_epi8(0x0F);
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
@@ -154,14 +141,6 @@ template <int kBits, bool kE2M1>
     const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lut));
     lo = _mm256_shuffle_epi8(lut, lo);
     hi = _mm256_shuffle_epi8(lut, hi);
-  }
-  if constexpr (kBits >= 5) {
-    lo = _mm256_or_si256(lo, mask_bytes(c + 64 + 4 * h, 0x10));
-    hi = _mm256_or_si256(hi, mask_bytes(c + 72 + 4 * h, 0x10));
-  }
-  if constexpr (kBits == 6) {
-    lo = _mm256_or_si256(lo, mask_bytes(c + 80 + 4 * h, 0x20));
-    hi = _mm256_or_si256(hi, mask_bytes(c + 88 + 4 * h, 0x20));
   }
 }
 
@@ -181,7 +160,7 @@ template <int P, class Plane>
 // xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
 template <int P>
 [[gnu::always_inline]] inline __m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
-  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·63·127) < 2^15
+  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·24·127) < 2^15
     const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128));
     const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
     return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
@@ -217,7 +196,7 @@ template <int G>
   q[3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
 }
 
-// A block of 3-bit codes in this level's pack layout (48 bytes, pack.cpp avx2_3bit_block) as
+// A block of 3-bit codes in this level's pack layout (48 bytes, pack.cpp avx2_block) as
 // quad_codes gives 2-bit ones: bytes A_i, B_i, C_i (at i, 16 + i, 32 + i) hold column i's eight
 // codes, A = c0 | c1 << 3 | c6 << 6, B = c2 | c3 << 3 | c6 >> 2 << 6 | c7 << 7, C = c4 | c5 << 3 |
 // c7 >> 1 << 6, where c0, c1, c4, c6 are codes 4i .. 4i + 3 and c2, c3, c5, c7 codes 64 + 4i ..
@@ -246,19 +225,61 @@ template <int G>
   q[3] = _mm256_or_si256(lo, hi);
 }
 
+// A block of 5-bit codes in this level's pack layout (80 bytes, pack.cpp avx2_block) as
+// quad_codes gives 2-bit ones: bytes A_i, B_i (at i, 32 + i) and a nibble of byte 64 + i % 16 hold
+// column i's codes c0 .. c3 = 4i .. 4i + 3 as A = c0 | (c2 & 7) << 5, B = c1 | (c2 >> 3) << 5 |
+// (c3 & 1) << 7, nibble = c3 >> 1 (low for i < 16, high above).
+[[gnu::always_inline]] inline void quad5_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i n =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 64)));
+  const __m256i low5 = _mm256_set1_epi8(31);
+  q[0] = _mm256_and_si256(a, low5);
+  q[1] = _mm256_and_si256(b, low5);
+  // The shifts' bits from the next byte fall outside the masks.
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 5), _mm256_set1_epi8(7)),
+                         _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(24)));
+  const __m256i nib = _mm256_and_si256(
+      _mm256_srlv_epi32(n, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 7), _mm256_set1_epi8(1)),
+                         _mm256_add_epi8(nib, nib));
+}
+
+// A block of 6-bit codes in this level's pack layout (96 bytes, pack.cpp avx2_block) as
+// quad_codes gives 2-bit ones: vector j's byte i (j < 3, at 32j + i) holds code 4i + j in its low
+// six bits and two bits of code 4i + 3 (bits 2j, 2j + 1) in its top two.
+[[gnu::always_inline]] inline void quad6_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
+  const __m256i low6 = _mm256_set1_epi8(63);
+  q[0] = _mm256_and_si256(a, low6);
+  q[1] = _mm256_and_si256(b, low6);
+  q[2] = _mm256_and_si256(d, low6);
+  // The 16-bit shifts' bits from the next byte fall outside the masks.
+  q[3] = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(3)),
+                      _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(12))),
+      _mm256_and_si256(_mm256_srli_epi16(d, 2), _mm256_set1_epi8(48)));
+}
+
 // The block's dot products per int32 lane (lane t: elements 16t .. 16t + 15, one group) against
-// P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·7·127).
-template <int P>
+// P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·31·127 for
+// codes up to 5 bits); 6-bit codes add two vectors' pairs (<= 2·2·63·127) before each vpmaddwd.
+template <int P, int kBits>
 [[gnu::always_inline]] inline __m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
-  auto plane = [&](int p) {
-    auto x = [&](int j) {
-      return _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 32 * j));
-    };
-    return _mm256_add_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(q[0], x(0)), _mm256_maddubs_epi16(q[1], x(1))),
-        _mm256_add_epi16(_mm256_maddubs_epi16(q[2], x(2)), _mm256_maddubs_epi16(q[3], x(3))));
+  auto x = [&](int p, int j) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 32 * j));
   };
-  return weigh_planes<P>(plane);
+  auto pair = [&](int p, int j) {
+    return _mm256_add_epi16(_mm256_maddubs_epi16(q[j], x(p, j)),
+                            _mm256_maddubs_epi16(q[j + 1], x(p, j + 1)));
+  };
+  if constexpr (kBits == 6)
+    return _mm256_add_epi32(weigh_planes<P>([&](int p) { return pair(p, 0); }),
+                            weigh_planes<P>([&](int p) { return pair(p, 2); }));
+  return weigh_planes<P>([&](int p) { return _mm256_add_epi16(pair(p, 0), pair(p, 2)); });
 }
 
 // The scales of the lanes of quad_dot in step s (lane t: group 16t / G), as half_scales.
@@ -340,18 +361,22 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
           for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64)
             prefetch(pf, w.prefetch_l2);
         const uint8_t* cp = p + s * R * kCodeBytes;
-        if constexpr (kBits == 2 || kBits == 3) {
+        if constexpr (kBits != 4) {
 #pragma GCC unroll 4
           for (int r = r0; r < r0 + RB; ++r) {
             __m256i q[4];
             if constexpr (kBits == 2)
               quad_codes(cp + r * kCodeBytes, q);
-            else
+            else if constexpr (kBits == 3)
               quad3_codes(cp + r * kCodeBytes, q);
+            else if constexpr (kBits == 5)
+              quad5_codes(cp + r * kCodeBytes, q);
+            else
+              quad6_codes(cp + r * kCodeBytes, q);
 #pragma GCC unroll 4
             for (int m = 0; m < M; ++m) {
               const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
-              const __m256 v = _mm256_cvtepi32_ps(quad_dot<P>(q, xb));
+              const __m256 v = _mm256_cvtepi32_ps(quad_dot<P, kBits>(q, xb));
               acc[r][m] = _mm256_fmadd_ps(quad_scales<G>(sc[r][m], s), v, acc[r][m]);
             }
           }
@@ -361,7 +386,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
 #pragma GCC unroll 4
           for (int r = r0; r < r0 + RB; ++r) {
             __m256i lo, hi;
-            half_codes<kBits, kE2M1>(cp + r * kCodeBytes, h, lo, hi);
+            half_codes<kE2M1>(cp + r * kCodeBytes, h, lo, hi);
 #pragma GCC unroll 4
             for (int m = 0; m < M; ++m) {
               const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes + 32 * h;
@@ -401,11 +426,13 @@ void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, i
 
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
-  const bool gguf = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ||
-                    w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1;
-  const Order order = gguf                                                         ? Order::block32
-                      : w.scheme == Scheme::affine && (w.bits == 2 || w.bits == 3) ? Order::quad
-                                                                                   : Order::nibble;
+  // Codes of 4 bits keep the VNNI level's orders (GGUF's blocks of 32, MLX's nibbles); the others
+  // are packed for this level's quad order (pack.cpp avx2_block; 2-bit: MLX's own bytes).
+  const Order order = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ? Order::block32
+                      : w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1 ||
+                              (w.scheme == Scheme::affine && w.bits != 4)
+                          ? Order::quad
+                          : Order::nibble;
   // blocks <= groups: each block's 2^e first, spread over its groups at the end.
   float* block_pow2 = group_pow2;
   if (!split_blocks<kBlock, kPlaneBytes>(

@@ -5,16 +5,18 @@
 // roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
 //
 // x takes the VNNI kernels' planes (x86/vnni_affine.hpp): per 128-element block three int8 digits
-// of x / 2^e, in the same byte order, so a pack serves both levels (but for 3-bit codes). AVX2 has
-// no vpdpbusd: a block's 64 code bytes are two 32-byte halves; per half and plane, vpmaddubsw
-// multiplies the low and the high nibbles (u8, <= 24 after E2M1's map; with the fifth and sixth
-// bits from the pack's masks, <= 63) by the plane (s8, |.| <= 127) into int16 pairs, the two are
-// added (|.| <= 4·63·127 < 2^15), and one vpmaddwd against 2^14, 2^7 or 1 widens them to int32
-// with the plane's weight: p0·2^14 + p1·2^7 + p2, exact. Two planes when x arrived as bf16
-// (WeightPlan::x_bf16), as on the VNNI level. 2- and 3-bit codes take their planes in this
-// level's own order (quad: vector j byte i is element 4i + j, as a shift cuts 2-bit codes j out of
-// MLX's bytes, and the pack lays 3-bit codes out for it: cpu/pack.cpp avx2_3bit_block): a block's
-// four vectors' vpmaddubsw pairs are added in int16 (<= 4·2·7·127), then one vpmaddwd per plane.
+// of x / 2^e (two when x arrived as bf16, WeightPlan::x_bf16, as on the VNNI level), and one
+// vpmaddwd against 2^14, 2^7 or 1 widens each plane's int16 pairs to int32 with its weight:
+// p0·2^14 + p1·2^7 + p2, exact. AVX2 has no vpdpbusd:
+// - 4-bit codes (affine, q4_0, q4_1, mxfp4, nvfp4) keep the VNNI level's pack and plane orders: a
+//   block's 64 code bytes are two 32-byte halves; per half and plane, vpmaddubsw multiplies the
+//   low and the high nibbles (u8, <= 24 after E2M1's map) by the plane (s8, |.| <= 127) into int16
+//   pairs, and the two are added.
+// - 2-, 3-, 5- and 6-bit codes (affine, q5_0, q5_1) take x's planes in this level's own quad order
+//   (vector j byte i is element 4i + j): a shift cuts 2-bit codes j out of MLX's bytes, and the
+//   pack lays the others out for it (cpu/pack.cpp avx2_block), so a block's codes are four vectors
+//   after a few shifts and masks. Their vpmaddubsw pairs are added in int16 (four vectors' up to 5
+//   bits, <= 4·2·31·127; two vectors' for 6 bits) before each vpmaddwd.
 // Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
 // where cpu::avx2_int8_active().
 #pragma once
