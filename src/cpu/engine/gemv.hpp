@@ -343,22 +343,33 @@ inline void grouped_rows(const WeightPlan& w, const float* xp, const float* xs, 
           a = V::fma(V::set1(sc[g]), V::add(d0, d1), a);
         };
         int g = 0;
-        if constexpr (kVal == Val::e4m3 && G == 2 * W) {
-          // mxfp8: two groups are one cache line (4W codes), so one prefetch and one NaN check
-          // per line instead of per 2W codes (the per-group form issued 4 prefetches and 2 NaN
-          // checks per 32 codes).
+        if constexpr (kVal == Val::e4m3 && G == 32) {
+          // mxfp8: two groups are one cache line, so one prefetch and one NaN check per line
+          // (per 4W codes) instead of per 2W codes (the per-group form issued 4 prefetches and 2
+          // NaN checks per 32 codes at 16 lanes, and a NaN check per 8 codes at 8 lanes).
+          constexpr int kVecs = G / W;  // 2 or 4 vectors a group
           for (; g + 2 <= cnt; g += 2) {
             const uint8_t* gp = p + g * kGroupBytes;
             const float* gx = x + g * G;
             prefetch_stream(gp);
-            if (V::e4m3_nan4(gp)) nan = 1;
-            F q0, q1, q2, q3;
-            V::e4m3v2(gp, q0, q1);
-            V::e4m3v2(gp + 2 * W, q2, q3);
-            const F d0 = V::fma(V::load(gx + W), q1, V::mul(V::load(gx), q0));
-            const F d1 = V::fma(V::load(gx + 3 * W), q3, V::mul(V::load(gx + 2 * W), q2));
-            acc = V::fma(V::set1(sc[g]), d0, acc);
-            acc2 = V::fma(V::set1(sc[g + 1]), d1, acc2);
+            bool bad = false;
+            for (int i = 0; i < 2 * G; i += 4 * W) bad |= V::e4m3_nan4(gp + i);
+            if (bad) nan = 1;
+            auto dot = [&](int h) {  // group g + h in two chains
+              const uint8_t* q = gp + h * G;
+              const float* gxh = gx + h * G;
+              F q0, q1;
+              V::e4m3v2(q, q0, q1);
+              F d0 = V::mul(V::load(gxh), q0), d1 = V::mul(V::load(gxh + W), q1);
+              for (int v = 2; v < kVecs; v += 2) {
+                V::e4m3v2(q + v * W, q0, q1);
+                d0 = V::fma(V::load(gxh + v * W), q0, d0);
+                d1 = V::fma(V::load(gxh + v * W + W), q1, d1);
+              }
+              return V::add(d0, d1);
+            };
+            acc = V::fma(V::set1(sc[g]), dot(0), acc);
+            acc2 = V::fma(V::set1(sc[g + 1]), dot(1), acc2);
           }
         } else {
           for (; g + 2 <= cnt; g += 2) {
