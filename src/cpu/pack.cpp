@@ -59,7 +59,8 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
 
 // The avx2 level's own layouts of a block of 128 3-, 5- or 6-bit codes (q: one code a byte, in
 // element order), 16·bits bytes as MLX's bit stream: the kernel splits them into four vectors,
-// vector j byte i = code 4i + j, with a few shifts and masks (x86/avx2_int8.cpp quad_codes), where
+// vector j byte i = code 4i + j, with a few shifts and masks (x86/avx2_int8.cpp quad3_codes,
+// quad5_codes, quad6_codes), where
 // MLX's bit stream (3-bit) or the nibbles with bit masks of split_high_bits (5-, 6-bit) took
 // ~20-27 operations per 64 codes.
 //   3-bit: column i (0..15) of eight codes c0 .. c7 = codes 4i, 4i + 1, 64 + 4i, 65 + 4i, 4i + 2,
@@ -131,27 +132,24 @@ void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource&
     // the kernel (-8d, -16d); the 16 bytes of nibbles (element i low, i + 16 high) are already in
     // the order the planes of x take for GGUF blocks (vnni_affine.cpp, Ctl::block32); q5_0/q5_1's
     // high bits of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit
-    // layout.
+    // layout, or at the avx2 level the codes go to its own 5-bit layout (avx2_block).
     uint64_t high[2] = {};
-    uint8_t q[128];  // q5_0 / q5_1 at the avx2 level: the codes, for avx2_block
+    uint8_t q[128];  // avx2_codes: the step's codes, one a byte
     for (int b = 0; b < 4; ++b) {
       const uint8_t* blk = src.codes + (4 * step + b) * g->bytes;
+      std::memcpy(scale_out + 2 * b, blk, 2);
+      if (g->min >= 0) std::memcpy(bias_out + 2 * b, blk + g->min, 2);
+      uint32_t qh = 0;
+      if (g->qh >= 0) std::memcpy(&qh, blk + g->qh, 4);
       if (pack.avx2_codes) {
-        uint32_t qh;
-        std::memcpy(&qh, blk + g->qh, 4);
         for (int j = 0; j < 32; ++j)
           q[32 * b + j] = static_cast<uint8_t>(
               ((blk[g->nibbles + j % 16] >> (4 * (j / 16))) & 15u) | ((qh >> j) & 1u) << 4);
+        continue;
       }
       std::memcpy(code_out + 16 * b, blk + g->nibbles, 16);
-      std::memcpy(scale_out + 2 * b, blk, 2);
-      if (g->min >= 0) std::memcpy(bias_out + 2 * b, blk + g->min, 2);
-      if (g->qh >= 0) {
-        uint32_t qh;
-        std::memcpy(&qh, blk + g->qh, 4);
-        high[0] |= static_cast<uint64_t>(qh & 0xFFFFu) << (16 * b);
-        high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
-      }
+      high[0] |= static_cast<uint64_t>(qh & 0xFFFFu) << (16 * b);
+      high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
     }
     if (pack.avx2_codes)
       avx2_block(q, 5, code_out);

@@ -28,7 +28,7 @@ inline void group_scale(const WeightPlan& w, int64_t n, int64_t g, float& s, flo
   } else if constexpr (kSc == Sc::e8m0) {
     s = e8m0_1(w.scales[i]);
   } else {
-    s = kE4m3Table.v[w.scales[i]];
+    s = e4m3_1(w.scales[i]);
   }
 }
 

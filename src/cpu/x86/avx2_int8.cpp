@@ -24,8 +24,8 @@ constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPac
 enum class Order {
   nibble,   // MLX's 4-bit codes: vector v (64 bytes) byte i is element 2i + v (VNNI's Ctl::nibble)
   block32,  // GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i (Ctl::block32)
-  quad,     // affine 2- and 3-bit codes, on this level only: vector j (32 bytes) byte i is element
-            // 4i + j
+  quad,     // 2-, 3-, 5- and 6-bit codes (affine, q5_0, q5_1), on this level only: vector j (32
+            // bytes) byte i is element 4i + j
 };
 
 // The block's three planes at 2^e in `order`; the first two as VNNI's two 64-byte vectors
