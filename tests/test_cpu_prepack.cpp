@@ -336,8 +336,7 @@ TEST_F(CpuPrepack, WithoutPackedKernel) {
     Layout layout;
     int64_t k;
   };
-  const Shape shapes[] = {{Format::gguf(Scheme::q2_K), Layout::nk, 1024},
-                          {Format::gguf(Scheme::q8_0), Layout::nk, 1024},
+  const Shape shapes[] = {{Format::gguf(Scheme::q8_0), Layout::nk, 1024},
                           {Format::affine(4, 64), Layout::nk, 320},  // K % 128 != 0
                           {Format::mxfp8(), Layout::kn, 1024},
                           {Format::fp8_e4m3(), Layout::kn, 1024},
@@ -424,11 +423,11 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
   }
 }
 
-// The avx2 level's integer GEMV (x86/avx2_int8.hpp), forced where the CPU has a higher level: each
-// format it packs (codes of 2 to 6 bits), every group and scale dtype, x in f32 (three
-// planes) and bf16 (two), M = 1..4, ragged N, K in whole and partial chunks, one and two threads,
-// and W [K, N] packed as its transpose. The original buffers are overwritten after packing: only a
-// kernel that reads the pack passes.
+// The avx2 level's integer GEMVs (x86/avx2_int8.hpp, x86/avx2_kquant.hpp), forced where the CPU has
+// a higher level: each format it packs (codes of 2 to 6 bits, and q2_K-q6_K in quad order), every
+// group and scale dtype, x in f32 (three planes) and bf16 (two), M = 1..4, ragged N, K in whole and
+// partial chunks, one and two threads, and W [K, N] packed as its transpose. The original buffers
+// are overwritten after packing: only a kernel that reads the pack passes.
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
   const cpu::ScopedIsa scoped(Isa::avx2);
@@ -447,13 +446,15 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
        {Format::gguf(Scheme::q4_0), Format::gguf(Scheme::q4_1), Format::gguf(Scheme::q5_0),
         Format::gguf(Scheme::q5_1), Format::mxfp4(), Format::nvfp4()})
     cases.push_back({f, DType::f32, Layout::nk, 7});
+  for (Scheme s : {Scheme::q2_K, Scheme::q3_K, Scheme::q4_K, Scheme::q5_K, Scheme::q6_K})
+    cases.push_back({Format::gguf(s), DType::f32, Layout::nk, 9});
   cases.push_back({Format::affine(6, 32), DType::f16, Layout::kn, 4});
   cases.push_back({Format::affine(3, 64), DType::bf16, Layout::kn, 2});
   cases.push_back({Format::nvfp4(), DType::f32, Layout::nk, 8});
   cases.push_back({Format::affine(4, 64), DType::bf16, Layout::kn, 3});
   cases.push_back({Format::mxfp4(), DType::f32, Layout::kn, 6});
   for (const Case& c : cases)
-    for (int64_t k : {1280, 384}) {
+    for (int64_t k : {int64_t{1280}, c.f.group_size == 256 ? int64_t{512} : int64_t{384}}) {
       const int64_t n = c.layout == Layout::nk ? 37 : 96;
       QuantizedMatrix w = test::host_weights(c.f, c.t, n, k, c.layout, c.seed);
       const QuantizedMatrix p = prepack(w);
@@ -521,6 +522,47 @@ TEST_F(CpuPrepack, OwnLayoutPackStaysWithItsLevel) {
     }
   }
   if (packs == 0) GTEST_SKIP() << "no packed kernel on this CPU";
+}
+
+// q2_K-q6_K pack only at the avx2 level (the VNNI level reads GGUF's blocks as stored, and says
+// so); a pack made there serves only that level, and every level's answer stays right.
+TEST_F(CpuPrepack, KquantPackOnlyAtAvx2Level) {
+  if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
+  const int64_t n = 37, k = 1024;
+  for (Scheme s : {Scheme::q2_K, Scheme::q6_K}) {
+    const Format f = Format::gguf(s);
+    const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 11);
+    const test::Dense x = test::random_dense(DType::f32, 1, k, 52);
+    const std::vector<double> want = ref::matmul(x.view(), w);
+    QuantizedMatrix p;
+    {
+      const cpu::ScopedIsa at(Isa::avx2);
+      p = prepack(w);
+    }
+    ASSERT_TRUE(p.host_pack) << f.name();
+    EXPECT_TRUE(p.host_pack->kquant_rows);
+    for (Isa read : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+      if (!cpu::isa_supported(read)) continue;
+      const cpu::ScopedIsa at(read);
+      const std::string where = f.name() + " read at " + std::string(cpu::isa_name(read));
+      EXPECT_EQ(cpu::pack_of(p) != nullptr, read == Isa::avx2) << where;
+      if (cpu::vnni_active()) {
+        EXPECT_FALSE(prepack(w).host_pack) << where;
+        EXPECT_NE(cpu::pack_unsupported(w).find("packs only at the avx2 level"), std::string::npos)
+            << cpu::pack_unsupported(w);
+      }
+      const ref::Comparison cmp = run(x, p, want, "qmv_fused_" + std::string(cpu::isa_name(read)));
+      EXPECT_TRUE(cmp.pass) << where << ": rel_l2 " << cmp.rel_l2;
+    }
+  }
+  const QuantizedMatrix kn =
+      test::host_weights(Format::gguf(Scheme::q4_K), DType::f32, 64, 256, Layout::nk, 12);
+  QuantizedMatrix as_kn = kn;
+  as_kn.layout = Layout::kn;
+  const cpu::ScopedIsa at(Isa::avx2);
+  EXPECT_NE(cpu::pack_unsupported(as_kn).find("W [K, N] in q4_K has no packed kernel"),
+            std::string::npos)
+      << cpu::pack_unsupported(as_kn);
 }
 
 }  // namespace

@@ -97,6 +97,103 @@ void avx2_block(const uint8_t (&q)[128], int bits, uint8_t* out) {
       out[32 * j + i] = static_cast<uint8_t>(q[4 * i + j] | ((q[4 * i + 3] >> (2 * j)) & 3u) << 6);
 }
 
+bool kquant(Scheme s) {
+  return s == Scheme::q2_K || s == Scheme::q3_K || s == Scheme::q4_K || s == Scheme::q5_K ||
+         s == Scheme::q6_K;
+}
+
+// The bytes of a K-quant block and where its codes start.
+struct KquantBlock {
+  int bytes, codes;
+};
+KquantBlock kquant_block_of(Scheme s) {
+  switch (s) {
+    case Scheme::q2_K:
+      return {84, 16};
+    case Scheme::q3_K:
+      return {110, 0};
+    case Scheme::q4_K:
+      return {144, 16};
+    case Scheme::q5_K:
+      return {176, 16};
+    default:
+      return {210, 0};  // q6_K
+  }
+}
+
+// A K-quant block b (as GGUF stores it) re-laid for the avx2 level (pack.hpp) into out: every
+// byte but the codes copied, then each half n of 128 codes u (unsigned: q3_K's low two bits plus
+// four times its high bit, 0..7; q6_K's stored six bits, 0..63), one a byte, written at the codes'
+// start in quad order:
+//   q2_K: 32 bytes per half, byte i = u(4i) | u(4i + 1) << 2 | u(4i + 2) << 4 | u(4i + 3) << 6;
+//   q4_K: 64 bytes per half, byte i = u(4i) | u(4i + 2) << 4, byte 32 + i = u(4i + 1) | u(4i + 3)
+//         << 4;
+//   q3_K, q5_K, q6_K: avx2_block's 3-, 5- and 6-bit layouts (48, 80 and 96 bytes per half).
+// GGUF's element 128n + 32j + l: q2_K bits 2j of qs[32n + l]; q3_K the same with bit 4n + j of
+// hmask[l] above; q6_K nibble j / 2 of ql[64n + 32 (j % 2) + l] with bits 2j, 2j + 1 of
+// qh[32n + l] above; q4_K's element 64c + l and 64c + 32 + l are the nibbles of qs[32c + l], and
+// q5_K's element 32v + l takes bit v of qh[l] above.
+void kquant_block(Scheme s, const uint8_t* b, uint8_t* out) {
+  const KquantBlock kb = kquant_block_of(s);
+  std::memcpy(out, b, static_cast<std::size_t>(kb.bytes));
+  uint8_t u[256];
+  for (int e = 0; e < 256; ++e) {
+    const int n = e / 128, j = e % 128 / 32, l = e % 32, c = e / 64, hi = e % 64 / 32;
+    switch (s) {
+      case Scheme::q2_K:
+        u[e] = (b[16 + 32 * n + l] >> (2 * j)) & 3;
+        break;
+      case Scheme::q3_K:
+        u[e] = static_cast<uint8_t>(((b[32 + 32 * n + l] >> (2 * j)) & 3) |
+                                    ((b[l] >> (4 * n + j)) & 1) << 2);
+        break;
+      case Scheme::q4_K:
+      case Scheme::q5_K: {
+        const uint8_t q = b[(s == Scheme::q5_K ? 48 : 16) + 32 * c + l];
+        u[e] = (q >> (4 * hi)) & 15;
+        if (s == Scheme::q5_K) u[e] |= static_cast<uint8_t>(((b[16 + l] >> (e / 32)) & 1) << 4);
+        break;
+      }
+      default:  // q6_K
+        u[e] = static_cast<uint8_t>(((b[64 * n + 32 * (j % 2) + l] >> (4 * (j / 2))) & 15) |
+                                    ((b[128 + 32 * n + l] >> (2 * j)) & 3) << 4);
+    }
+  }
+  uint8_t* codes = out + kb.codes;
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t(&q)[128] = *reinterpret_cast<const uint8_t(*)[128]>(u + 128 * n);
+    switch (s) {
+      case Scheme::q2_K:
+        for (int i = 0; i < 32; ++i)
+          codes[32 * n + i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 1] << 2 |
+                                                   q[4 * i + 2] << 4 | q[4 * i + 3] << 6);
+        break;
+      case Scheme::q4_K:
+        for (int i = 0; i < 32; ++i) {
+          codes[64 * n + i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 2] << 4);
+          codes[64 * n + 32 + i] = static_cast<uint8_t>(q[4 * i + 1] | q[4 * i + 3] << 4);
+        }
+        break;
+      case Scheme::q3_K:
+        avx2_block(q, 3, codes + 48 * n);
+        break;
+      case Scheme::q5_K:
+        avx2_block(q, 5, codes + 80 * n);
+        break;
+      default:
+        avx2_block(q, 6, codes + 96 * n);
+    }
+  }
+}
+
+// total bytes, 64-byte aligned.
+std::shared_ptr<uint8_t[]> aligned_bytes(int64_t total) {
+  return std::shared_ptr<uint8_t[]>(
+      static_cast<uint8_t*>(
+          ::operator new[](static_cast<std::size_t>(total), std::align_val_t(64))),
+      [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
+}
+
 // Where a packed GGUF block keeps its parts (d first, f16), or null for other schemes.
 struct GgufBlock {
   int bytes, nibbles, min, qh;  // min, qh: -1 when the block has none
@@ -209,6 +306,16 @@ void transpose_kn_rows(const QuantizedMatrix& w, const uint8_t* kc, const uint8_
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
+  if (kquant(f.scheme)) {
+    if (w.layout == Layout::kn)
+      return fmt::format("W [K, N] in {} has no packed kernel (W [N, K] does)", f.name());
+    if (w.location != Location::host) return "the matrix is not in host memory";
+    if (!avx2_int8_active())
+      return fmt::format(
+          "{} packs only at the avx2 level (the VNNI level reads GGUF's blocks as stored)",
+          f.name());
+    return {};
+  }
   if (f.scheme != Scheme::affine && gguf_block(f.scheme) == nullptr && f.scheme != Scheme::mxfp4 &&
       f.scheme != Scheme::nvfp4)
     return fmt::format(
@@ -222,7 +329,7 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
   if (avx2_int8_active() && !avx2_int8_format(f.scheme, f.bits))
     return fmt::format(
         "the avx2 level packs only codes of 2 to 6 bits (affine 2-6-bit, q4_0 .. q5_1, "
-        "mxfp4, nvfp4), not {}; "
+        "mxfp4, nvfp4, q2_K-q6_K), not {}; "
         "the other widths need AVX512-VNNI, VBMI and GFNI",
         f.name());
   if (!int8_active())
@@ -239,6 +346,29 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
   return {};
 }
 
+namespace {
+
+// A K-quant matrix's pack (p's fields from the matrix already set): its blocks one by one through
+// kquant_block, rows in place.
+void pack_kquant_rows(const QuantizedMatrix& w, HostPack& p, int threads) {
+  const int64_t bytes = kquant_block_of(w.format.scheme).bytes;
+  p.kquant_rows = true;
+  p.expert_bytes = static_cast<int64_t>(w.footprint().code_bytes);
+  const int64_t total = p.expert_bytes * w.batch + kRowOverread;
+  p.data = aligned_bytes(total);
+  std::memset(p.data.get() + p.expert_bytes * w.batch, 0, kRowOverread);
+  const int64_t row_blocks = w.k / 256, rows = w.n * w.batch;
+  constexpr int64_t kRowsATask = 64;
+  const auto* in = reinterpret_cast<const uint8_t*>(w.codes);
+  parallel_for((rows + kRowsATask - 1) / kRowsATask, resolve_threads(threads), [&](int64_t t, int) {
+    const int64_t r1 = std::min(rows, (t + 1) * kRowsATask);
+    for (int64_t b = t * kRowsATask * row_blocks; b < r1 * row_blocks; ++b)
+      kquant_block(w.format.scheme, in + b * bytes, p.data.get() + b * bytes);
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads) {
   auto p = std::make_shared<HostPack>();
   p->codes = w.codes;
@@ -250,6 +380,10 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
+  if (kquant(w.format.scheme)) {
+    pack_kquant_rows(w, *p, threads);
+    return p;
+  }
   // GGUF blocks (q4_0, q4_1, q5_0, q5_1): d (and m) from the blocks, in f16; q4_0 and q5_0 store no
   // biases (the kernel derives -8d, -16d).
   const GgufBlock* gguf = gguf_block(w.format.scheme);
@@ -268,10 +402,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   const int64_t tiles = (w.n + kPackRows - 1) / kPackRows;
   p->expert_bytes = tiles * p->tile_bytes;
   const int64_t total = p->expert_bytes * w.batch + kRowOverread;
-  p->data =
-      std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(::operator new[](
-                                     static_cast<std::size_t>(total), std::align_val_t(64))),
-                                 [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
+  p->data = aligned_bytes(total);
   std::memset(p->data.get() + p->expert_bytes * w.batch, 0, kRowOverread);
 
   const Footprint fp = w.footprint();
@@ -364,6 +495,7 @@ const HostPack* pack_of(const QuantizedMatrix& w) {
   // 3-, 5- and 6-bit codes are laid out for the level that packed them (a test may switch
   // levels).
   if (avx2_own_layout(p->format) && p->avx2_codes != avx2_int8_active()) return nullptr;
+  if (p->kquant_rows && !avx2_int8_active()) return nullptr;
   return p;
 }
 

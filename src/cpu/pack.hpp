@@ -4,7 +4,7 @@
 // decode; docs/perf-cpu.md), re-laid out so the VNNI GEMV (x86/vnni_affine.hpp,
 // affine_packed_multi) reads each four rows as one run of bytes. The avx2 level packs codes
 // of 2 to 6 bits only (affine 2-6-bit, q4_0 .. q5_1, mxfp4, nvfp4), for its own integer
-// GEMV on the same layout (x86/avx2_int8.hpp).
+// GEMV on the same layout (x86/avx2_int8.hpp), and GGUF q2_K-q6_K in their rows (below).
 //
 // The unpacked matrix is three streams per row (codes, scales, biases): the fused GEMV reads four
 // rows' codes plus their scale and bias runs, twelve streams per thread, and reached 77-85% of
@@ -23,6 +23,12 @@
 //             [zeros up to a multiple of 64 bytes]
 //   ns = the chunk's steps (the last chunk may hold fewer); tiles follow one another, then
 //   kRowOverread bytes of zeros (the 3-bit loads read past a block).
+//
+// GGUF q2_K-q6_K pack only at the avx2 level, and not in tiles: each block keeps its bytes and
+// its place, with its 256 codes re-laid so that the four code vectors of each half read against x's
+// planes in quad order (vector j byte i = element 4i + j of the half): an int32 lane of the
+// vpmaddwd then sums one sub-block of 16, so four vectors' int16 pairs add before one vpmaddwd
+// against the sub-block scales, where GGUF's order needs one per vector (x86/avx2_kquant.cpp).
 //
 // GGUF q4_1 (w = d·q + m per block of 32) packs as affine 4-bit g32 with f16 scales d and
 // biases m: the same bytes per weight, and its own VNNI kernel (four row streams of 20-byte
@@ -64,6 +70,10 @@ struct HostPack {
   // 3-, 5- and 6-bit codes (affine, q5_0, q5_1) in the avx2 level's layouts (pack.cpp
   // avx2_block), not the VNNI level's: made at that level and read only there (pack_of).
   bool avx2_codes = false;
+  // q2_K-q6_K (avx2 level only): the rows as stored, each block's codes re-laid in quad order
+  // (pack.cpp kquant_block) and every other byte where GGUF keeps it; no tiles or chunks, and
+  // expert_bytes is a matrix's code bytes.
+  bool kquant_rows = false;
   int steps = 0;             // blocks of 128 weights per full chunk
   int64_t tile_bytes = 0;    // bytes per four rows
   int64_t expert_bytes = 0;  // bytes per matrix of the stack

@@ -59,6 +59,10 @@ struct WeightPlan {
   // scale.
   bool pack_e2m1 = false;
   bool pack_e4m3 = false;
+  // q2_K-q6_K rows from the avx2 level's pack (cpu/pack.hpp: the rows as stored, each block's
+  // codes in quad order), or null: read by the K-quant GEMV of that level only
+  // (x86/avx2_kquant.hpp); the other kernels read codes.
+  const uint8_t* kquant_quad = nullptr;
 };
 
 // Whether the affine-family VNNI GEMV (x86/vnni_affine.hpp) serves a matrix of this scheme: affine

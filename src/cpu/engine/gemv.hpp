@@ -504,8 +504,9 @@ inline void gemv_prep(const WeightPlan& w, const float* x, float* xp, float* xs)
     auto* planes = reinterpret_cast<uint8_t*>(xp);
     bool made;
     if constexpr (W == 8)
-      made = kquant_scheme(w.scheme) ? avx2_kquant::prep(x, K, planes, pow2)
-                                     : avx2_int8::prep(w, x, planes, pow2);
+      made = kquant_scheme(w.scheme)
+                 ? avx2_kquant::prep(x, K, w.kquant_quad != nullptr, planes, pow2)
+                 : avx2_int8::prep(w, x, planes, pow2);
     else
       made = int8_affine_kernel(w) ? vnni::affine_prep(w, x, planes, pow2)
                                    : vnni::prep(w.scheme, x, K, planes, pow2);

@@ -102,6 +102,128 @@ bool split_blocks(const float* x, int64_t blocks, uint8_t* planes, float* block_
   return true;
 }
 
+// The three planes of 128 elements at 2^e in quad order: plane p (128 bytes at pb + 128p) as four
+// vectors, vector j byte i = digit p of element 4i + j. Every step is exact, as in digits32.
+inline void quad_planes(const float* xb, uint8_t* pb, int e) {
+  // Within each 16-byte lane: dword j holds bytes j, j + 4, j + 8, j + 12.
+  const __m256i by4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4,
+                                       8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m256i d[3][4];  // plane p, elements 32q .. 32q + 31, qword j: elements 4i + j, i = 0..7
+  for (int q = 0; q < 4; ++q) {
+    __m256i c[3][4];
+    digits32(xb + 32 * q, e, c);
+    for (int p = 0; p < 3; ++p)
+      d[p][q] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(pack_digits(c[p]), by4),
+                                            _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+  for (int p = 0; p < 3; ++p) {  // vector j: qword j of d[p][0..3]
+    const __m256i a = _mm256_unpacklo_epi64(d[p][0], d[p][1]);
+    const __m256i b = _mm256_unpackhi_epi64(d[p][0], d[p][1]);
+    const __m256i c = _mm256_unpacklo_epi64(d[p][2], d[p][3]);
+    const __m256i f = _mm256_unpackhi_epi64(d[p][2], d[p][3]);
+    const __m256i v[4] = {
+        _mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(b, f, 0x20),
+        _mm256_permute2x128_si256(a, c, 0x31), _mm256_permute2x128_si256(b, f, 0x31)};
+    for (int j = 0; j < 4; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + p * 128 + 32 * j), v[j]);
+  }
+}
+
+// Blocks of 128 codes in the layouts of the avx2 level's packs (pack.cpp avx2_block) as four
+// vectors in the planes' quad order, q[j] byte i = code 4i + j.
+
+// A block of 2-bit codes (32 bytes, MLX's order: byte i holds codes 4i .. 4i + 3) as four
+// vectors, c[j] byte i = code 4i + j (the planes' quad order).
+[[gnu::always_inline]] inline void quad_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i mask = _mm256_set1_epi8(3);
+  q[0] = _mm256_and_si256(raw, mask);
+  q[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
+  q[2] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+  q[3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
+}
+
+// A block of 3-bit codes in this level's pack layout (48 bytes, pack.cpp avx2_block) as
+// quad_codes gives 2-bit ones: bytes A_i, B_i, C_i (at i, 16 + i, 32 + i) hold column i's eight
+// codes, A = c0 | c1 << 3 | c6 << 6, B = c2 | c3 << 3 | c6 >> 2 << 6 | c7 << 7, C = c4 | c5 << 3 |
+// c7 >> 1 << 6, where c0, c1, c4, c6 are codes 4i .. 4i + 3 and c2, c3, c5, c7 codes 64 + 4i ..
+// 64 + 4i + 3. Two 32-byte loads ([A | B], [B | C]) and a broadcast of C give q[0] = [c0 | c2],
+// q[1] = [c1 | c3], q[2] = [c4 | c5], q[3] = [c6 | c7] in ten operations, where MLX's bit stream
+// took ~45 per block to spread to bytes.
+[[gnu::always_inline]] inline void quad3_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i ab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i bc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 16));
+  const __m256i cc =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 32)));
+  const __m256i seven = _mm256_set1_epi8(7);
+  q[0] = _mm256_and_si256(ab, seven);
+  q[1] = _mm256_and_si256(_mm256_srli_epi16(ab, 3), seven);
+  q[2] = _mm256_and_si256(_mm256_srlv_epi32(cc, _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3)), seven);
+  // c6 = A >> 6 | (B >> 6 & 1) << 2, c7 = B >> 7 | C >> 6 << 1; the dword shifts' bits from the
+  // next byte fall outside the masks.
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srlv_epi32(ab, _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)),
+                       _mm256_setr_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303, 0x01010101,
+                                         0x01010101, 0x01010101, 0x01010101));
+  const __m256i hi =
+      _mm256_and_si256(_mm256_srlv_epi32(bc, _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5)),
+                       _mm256_setr_epi32(0x04040404, 0x04040404, 0x04040404, 0x04040404, 0x06060606,
+                                         0x06060606, 0x06060606, 0x06060606));
+  q[3] = _mm256_or_si256(lo, hi);
+}
+
+// A block of 5-bit codes in this level's pack layout (80 bytes, pack.cpp avx2_block) as
+// quad_codes gives 2-bit ones: bytes A_i, B_i (at i, 32 + i) and a nibble of byte 64 + i % 16 hold
+// column i's codes c0 .. c3 = 4i .. 4i + 3 as A = c0 | (c2 & 7) << 5, B = c1 | (c2 >> 3) << 5 |
+// (c3 & 1) << 7, nibble = c3 >> 1 (low for i < 16, high above).
+[[gnu::always_inline]] inline void quad5_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i n =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 64)));
+  const __m256i low5 = _mm256_set1_epi8(31);
+  q[0] = _mm256_and_si256(a, low5);
+  q[1] = _mm256_and_si256(b, low5);
+  // The shifts' bits from the next byte fall outside the masks.
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 5), _mm256_set1_epi8(7)),
+                         _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(24)));
+  const __m256i nib = _mm256_and_si256(
+      _mm256_srlv_epi32(n, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 7), _mm256_set1_epi8(1)),
+                         _mm256_add_epi8(nib, nib));
+}
+
+// A block of 6-bit codes in this level's pack layout (96 bytes, pack.cpp avx2_block) as
+// quad_codes gives 2-bit ones: vector j's byte i (j < 3, at 32j + i) holds code 4i + j in its low
+// six bits and two bits of code 4i + 3 (bits 2j, 2j + 1) in its top two.
+[[gnu::always_inline]] inline void quad6_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 64));
+  const __m256i low6 = _mm256_set1_epi8(63);
+  q[0] = _mm256_and_si256(a, low6);
+  q[1] = _mm256_and_si256(b, low6);
+  q[2] = _mm256_and_si256(d, low6);
+  // The 16-bit shifts' bits from the next byte fall outside the masks.
+  q[3] = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(3)),
+                      _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(12))),
+      _mm256_and_si256(_mm256_srli_epi16(d, 2), _mm256_set1_epi8(48)));
+}
+
+// A block of 4-bit codes in the quad layout of the K-quant pack (64 bytes, pack.cpp
+// kquant_block): byte i holds codes 4i (low nibble) and 4i + 2, byte 32 + i codes 4i + 1 and
+// 4i + 3.
+[[gnu::always_inline]] inline void quad4_codes(const uint8_t* c, __m256i (&q)[4]) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32));
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  q[0] = _mm256_and_si256(a, mask);
+  q[1] = _mm256_and_si256(b, mask);
+  q[2] = _mm256_and_si256(_mm256_srli_epi16(a, 4), mask);
+  q[3] = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
+}
+
 // Two planes' sum p0·2^7 + p1 is 2^7 less than three planes' p0·2^14 + p1·2^7 + p2: the scales
 // that carry x's 2^e take this with them (vnni::kPlaneUnit).
 template <int P>

@@ -19,6 +19,7 @@ using namespace avx2_common;
 constexpr int64_t kBlockElems = 256;
 constexpr int64_t kPlaneBytes = 256;              // one plane of a block, element order
 constexpr int64_t kPlaneBlock = 3 * kPlaneBytes;  // a block's planes
+constexpr int64_t kQuadHalf = 3 * 128;            // a half's planes in quad order
 constexpr int kRows = 4;                          // rows of W a pass for one row of x
 
 float half_to_float(const uint8_t* p) {
@@ -37,8 +38,10 @@ __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-// Storage row r (rows near the end of the buffer come from the padded tail copy).
+// Storage row r (rows near the end of the buffer come from the padded tail copy; the quad pack
+// has kRowOverread bytes of zeros after its last row).
 const uint8_t* row_at(const WeightPlan& w, int64_t r) {
+  if (w.kquant_quad != nullptr) return w.kquant_quad + r * w.row_bytes;
   return r < w.tail_row ? w.codes + r * w.row_bytes : w.tail_codes + (r - w.tail_row) * w.row_bytes;
 }
 
@@ -214,6 +217,64 @@ struct Q6K {
   }
 };
 
+// The avx2 level's K-quant pack (cpu/pack.hpp; pack.cpp kquant_block) keeps every byte of a
+// block where GGUF does but the codes, which it lays out per half n of 128 in quad order. Each
+// format's quad struct adds to the GGUF-order one quad(n, q), the half's four code vectors (q[j]
+// byte i = code 4i + j of the half), and quad_scales(n), the scale of each int32 lane's sub-block
+// (elements 16u .. 16u + 15 of the half) in both of its int16 lanes; kSix: codes up to 63, so two
+// vectors' pairs a vpmaddwd (q6_K).
+
+// Half n of 16 sub-block scales (bytes; q2_K's, q3_K's and q6_K's sub-blocks of 16) as int16, each
+// twice: lanes 2u, 2u + 1 = scale 8n + u.
+__m256i twice16(__m128i s8, int n) {
+  return _mm256_cvtepi8_epi16(n == 0 ? _mm_unpacklo_epi8(s8, s8) : _mm_unpackhi_epi8(s8, s8));
+}
+
+struct Q2KQuad : Q2K {
+  static constexpr bool kSix = false;
+  using Q2K::Q2K;
+  void quad(int n, __m256i (&q)[4]) const { quad_codes(blk + 16 + 32 * n, q); }
+  __m256i quad_scales(int n) const {
+    return twice16(
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)), _mm_set1_epi8(0x0F)),
+        n);
+  }
+};
+
+struct Q3KQuad : Q3K {
+  static constexpr bool kSix = false;
+  using Q3K::Q3K;
+  void quad(int n, __m256i (&q)[4]) const { quad3_codes(blk + 48 * n, q); }
+  __m256i quad_scales(int n) const { return twice16(sc8, n); }
+};
+
+template <bool kFive>
+struct Q45KQuad : Q45K<kFive> {
+  static constexpr bool kSix = false;
+  using Q45K<kFive>::Q45K;
+  void quad(int n, __m256i (&q)[4]) const {
+    if constexpr (kFive)
+      quad5_codes(this->blk + 16 + 80 * n, q);
+    else
+      quad4_codes(this->blk + 16 + 64 * n, q);
+  }
+  // Sub-blocks of 32: lanes 2u, 2u + 1 = scale 4n + u / 2 (the eight 6-bit scales in sm's first
+  // eight bytes).
+  __m256i quad_scales(int n) const {
+    const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(this->sm));
+    const __m128i two = _mm_unpacklo_epi8(s, s);
+    return _mm256_cvtepu8_epi16(n == 0 ? _mm_unpacklo_epi16(two, two)
+                                       : _mm_unpackhi_epi16(two, two));
+  }
+};
+
+struct Q6KQuad : Q6K {
+  static constexpr bool kSix = true;
+  using Q6K::Q6K;
+  void quad(int n, __m256i (&q)[4]) const { quad6_codes(blk + 96 * n, q); }
+  __m256i quad_scales(int n) const { return twice16(sc8, n); }
+};
+
 // One block of one row of W against M rows of x: pb[m] its planes, pw[m] its 2^e, xs[m] its
 // sub-block sums. Bounds: a code <= 63 (q6_K) times a digit <= 127, two a lane: |.| <= 16002 in
 // int16; times a scale <= 128, two a lane, eight vectors: < 2^26 in int32.
@@ -227,7 +288,36 @@ void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const 
   auto x_at = [&](int m, int p, int v) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[m] + p * kPlaneBytes + 32 * v));
   };
-  if constexpr (requires { F::kScaled; }) {
+  if constexpr (requires { F::kSix; }) {
+    // Quad order: plane p of half n at pb + kQuadHalf·n + 128p. Bounds: four vectors' pairs of
+    // codes <= 31 (two of q6_K's <= 63): |.| <= 4·2·31·127 < 2^15 in int16; times a scale <= 128,
+    // two a lane, four times: < 2^24 in int32.
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      __m256i q[4];
+      f.quad(n, q);
+      const __m256i s = f.quad_scales(n);
+#pragma GCC unroll 2
+      for (int m = 0; m < M; ++m)
+#pragma GCC unroll 3
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* xb = pb[m] + kQuadHalf * n + 128 * p;
+          auto pair = [&](int j) {
+            return _mm256_add_epi16(
+                _mm256_maddubs_epi16(
+                    q[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32 * j))),
+                _mm256_maddubs_epi16(q[j + 1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                   xb + 32 * j + 32))));
+          };
+          if constexpr (F::kSix)
+            a[m][p] = _mm256_add_epi32(a[m][p], _mm256_add_epi32(_mm256_madd_epi16(pair(0), s),
+                                                                 _mm256_madd_epi16(pair(2), s)));
+          else
+            a[m][p] =
+                _mm256_add_epi32(a[m][p], _mm256_madd_epi16(_mm256_add_epi16(pair(0), pair(2)), s));
+        }
+    }
+  } else if constexpr (requires { F::kScaled; }) {
 #pragma GCC unroll 4
     for (int v = 0; v < 8; v += 2) {
       const __m256i q0 = f.codes(v), q1 = f.codes(v + 1);
@@ -296,6 +386,12 @@ void rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, 
     for (int m = 0; m < M; ++m) y[m * ldy + r] = hsum(acc[r][m]);
 }
 
+// The block's planes at 2^e for the quad pack: half n's three at pb + kQuadHalf·n (quad_planes).
+void block_quad_digits(const float* xb, uint8_t* pb, int e) {
+  quad_planes(xb, pb, e);
+  quad_planes(xb + 128, pb + kQuadHalf, e);
+}
+
 // The block's planes at 2^e: plane p's byte i is digit p of element i.
 void block_digits(const float* xb, uint8_t* pb, int e) {
   for (int q = 0; q < 8; ++q) {
@@ -309,10 +405,11 @@ void block_digits(const float* xb, uint8_t* pb, int e) {
 
 }  // namespace
 
-bool prep(const float* x, int64_t k, uint8_t* planes, float* pow2_out) {
+bool prep(const float* x, int64_t k, bool quad, uint8_t* planes, float* pow2_out) {
   // (With the first digit only in [-64, 64], 2^-20 of the largest |x|, q6_K's outlier case of
   // PlaneExtremes missed the f32 bound: rel-L2 1.37e-5; plane_exponent keeps it in [-127, 127].)
-  return split_blocks<kBlockElems, kPlaneBlock>(x, k / kBlockElems, planes, pow2_out, block_digits);
+  return split_blocks<kBlockElems, kPlaneBlock>(x, k / kBlockElems, planes, pow2_out,
+                                                quad ? block_quad_digits : block_digits);
 }
 
 void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1, float* y,
@@ -340,6 +437,18 @@ void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, in
     }
   };
   auto with_format = [&]<int M, int P>() {
+    if (w.kquant_quad != nullptr) switch (w.scheme) {
+        case Scheme::q2_K:
+          return run.template operator()<Q2KQuad, M, P>();
+        case Scheme::q3_K:
+          return run.template operator()<Q3KQuad, M, P>();
+        case Scheme::q4_K:
+          return run.template operator()<Q45KQuad<false>, M, P>();
+        case Scheme::q5_K:
+          return run.template operator()<Q45KQuad<true>, M, P>();
+        default:
+          return run.template operator()<Q6KQuad, M, P>();
+      }
     switch (w.scheme) {
       case Scheme::q2_K:
         return run.template operator()<Q2K, M, P>();
