@@ -25,7 +25,8 @@ namespace {
 
 using cpu::Isa;
 
-// Whether this level packs f: the VNNI level every packable format, the avx2 level the 4-bit ones.
+// Whether this level packs f: the VNNI level every packable format, the avx2 level codes of 2 to 6
+// bits.
 bool packed_here(const Format& f) {
   return cpu::vnni_active() || (cpu::avx2_int8_active() && cpu::avx2_int8_format(f.scheme, f.bits));
 }
@@ -485,8 +486,8 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
     }
 }
 
-// 3-, 5- and 6-bit packs' codes are laid out for the level that made them (the avx2 level's own
-// layouts, pack.cpp avx2_block; MLX's bit stream and nibbles with bit masks at the VNNI level): a
+// 3- to 6-bit packs' codes are laid out for the level that made them (the avx2 level's own
+// layouts, pack.cpp avx2_block; MLX's bit stream, nibbles and bit masks at the VNNI level): a
 // level that reads the other layout ignores the pack and reads the plain rows, so the answer
 // stays right when a program switches levels after packing.
 TEST_F(CpuPrepack, OwnLayoutPackStaysWithItsLevel) {
@@ -495,8 +496,9 @@ TEST_F(CpuPrepack, OwnLayoutPackStaysWithItsLevel) {
     if (cpu::isa_supported(i)) levels.push_back(i);
   const int64_t n = 37, k = 1280;
   int packs = 0;
-  for (const Format& f : {Format::affine(3, 64), Format::affine(6, 32), Format::affine(5, 128),
-                          Format::gguf(Scheme::q5_1)}) {
+  for (const Format& f :
+       {Format::affine(3, 64), Format::affine(6, 32), Format::affine(5, 128), Format::affine(4, 64),
+        Format::gguf(Scheme::q5_1), Format::gguf(Scheme::q4_0), Format::mxfp4(), Format::nvfp4()}) {
     const QuantizedMatrix w = test::host_weights(f, DType::f32, n, k, Layout::nk, 5);
     const test::Dense x = test::random_dense(DType::f32, 1, k, 51);
     const std::vector<double> want = ref::matmul(x.view(), w);

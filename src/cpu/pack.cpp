@@ -18,10 +18,9 @@ namespace quanta::cpu {
 namespace {
 
 // The formats whose codes the avx2 level packs in its own layouts (avx2_block) rather than the
-// VNNI level's.
+// VNNI level's: all it packs but 2-bit affine, whose MLX bytes both levels read.
 bool avx2_own_layout(const Format& f) {
-  return (f.scheme == Scheme::affine && (f.bits == 3 || f.bits == 5 || f.bits == 6)) ||
-         f.scheme == Scheme::q5_0 || f.scheme == Scheme::q5_1;
+  return avx2_int8_format(f.scheme, f.bits) && !(f.scheme == Scheme::affine && f.bits == 2);
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -71,7 +70,23 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
 //          B = c1 | (c2 >> 3) << 5 | (c3 & 1) << 7, nibble = c3 >> 1.
 //   6-bit: byte i of vector j (32 bytes, j < 3) = code 4i + j | bits 2j, 2j + 1 of code 4i + 3
 //   << 6.
+//   4-bit: byte i (i < 32) = code 4i | code 4i + 2 << 4, byte 32 + i = code 4i + 1 | code 4i + 3
+//          << 4 (quad4_codes; the VNNI level reads MLX's nibbles).
+//   2-bit: MLX's bytes, byte i = codes 4i .. 4i + 3 from the low bits up (the K-quant pack).
 void avx2_block(const uint8_t (&q)[128], int bits, uint8_t* out) {
+  if (bits == 2) {
+    for (int i = 0; i < 32; ++i)
+      out[i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 1] << 2 | q[4 * i + 2] << 4 |
+                                    q[4 * i + 3] << 6);
+    return;
+  }
+  if (bits == 4) {
+    for (int i = 0; i < 32; ++i) {
+      out[i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 2] << 4);
+      out[32 + i] = static_cast<uint8_t>(q[4 * i + 1] | q[4 * i + 3] << 4);
+    }
+    return;
+  }
   if (bits == 3) {
     for (int i = 0; i < 16; ++i) {
       const uint32_t c0 = q[4 * i], c1 = q[4 * i + 1], c4 = q[4 * i + 2], c6 = q[4 * i + 3],
@@ -125,10 +140,7 @@ KquantBlock kquant_block_of(Scheme s) {
 // byte but the codes copied, then each half n of 128 codes u (unsigned: q3_K's low two bits plus
 // four times its high bit, 0..7; q6_K's stored six bits, 0..63), one a byte, written at the codes'
 // start in quad order:
-//   q2_K: 32 bytes per half, byte i = u(4i) | u(4i + 1) << 2 | u(4i + 2) << 4 | u(4i + 3) << 6;
-//   q4_K: 64 bytes per half, byte i = u(4i) | u(4i + 2) << 4, byte 32 + i = u(4i + 1) | u(4i + 3)
-//         << 4;
-//   q3_K, q5_K, q6_K: avx2_block's 3-, 5- and 6-bit layouts (48, 80 and 96 bytes per half).
+// avx2_block's 2- to 6-bit layouts (16·bits bytes per half).
 // GGUF's element 128n + 32j + l: q2_K bits 2j of qs[32n + l]; q3_K the same with bit 4n + j of
 // hmask[l] above; q6_K nibble j / 2 of ql[64n + 32 (j % 2) + l] with bits 2j, 2j + 1 of
 // qh[32n + l] above; q4_K's element 64c + l and 64c + 32 + l are the nibbles of qs[32c + l], and
@@ -159,31 +171,14 @@ void kquant_block(Scheme s, const uint8_t* b, uint8_t* out) {
                                     ((b[128 + 32 * n + l] >> (2 * j)) & 3) << 4);
     }
   }
-  uint8_t* codes = out + kb.codes;
-  for (int n = 0; n < 2; ++n) {
-    const uint8_t(&q)[128] = *reinterpret_cast<const uint8_t(*)[128]>(u + 128 * n);
-    switch (s) {
-      case Scheme::q2_K:
-        for (int i = 0; i < 32; ++i)
-          codes[32 * n + i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 1] << 2 |
-                                                   q[4 * i + 2] << 4 | q[4 * i + 3] << 6);
-        break;
-      case Scheme::q4_K:
-        for (int i = 0; i < 32; ++i) {
-          codes[64 * n + i] = static_cast<uint8_t>(q[4 * i] | q[4 * i + 2] << 4);
-          codes[64 * n + 32 + i] = static_cast<uint8_t>(q[4 * i + 1] | q[4 * i + 3] << 4);
-        }
-        break;
-      case Scheme::q3_K:
-        avx2_block(q, 3, codes + 48 * n);
-        break;
-      case Scheme::q5_K:
-        avx2_block(q, 5, codes + 80 * n);
-        break;
-      default:
-        avx2_block(q, 6, codes + 96 * n);
-    }
-  }
+  const int bits = s == Scheme::q2_K   ? 2
+                   : s == Scheme::q3_K ? 3
+                   : s == Scheme::q4_K ? 4
+                   : s == Scheme::q5_K ? 5
+                                       : 6;
+  for (int n = 0; n < 2; ++n)
+    avx2_block(*reinterpret_cast<const uint8_t(*)[128]>(u + 128 * n), bits,
+               out + kb.codes + 16 * bits * n);
 }
 
 // total bytes, 64-byte aligned.
@@ -218,9 +213,17 @@ struct StepSource {
 void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource& src, int64_t step,
                uint8_t* code_out, uint8_t* scale_out, uint8_t* bias_out) {
   if (w.format.scheme == Scheme::mxfp4 || w.format.scheme == Scheme::nvfp4) {
-    // Codes as stored, the step's E8M0 (4) or E4M3 (8) scale bytes as stored.
+    // Codes as stored (at the avx2 level in its 4-bit layout), the step's E8M0 (4) or E4M3 (8)
+    // scale bytes as stored.
     const int64_t scales = kPackBlock / w.format.group_size;
-    std::memcpy(code_out, src.codes + step * 64, 64);
+    if (pack.avx2_codes) {
+      uint8_t q[128];
+      for (int j = 0; j < 128; ++j)
+        q[j] = static_cast<uint8_t>(codec::affine_code(src.codes + step * 64, j, 4, kPackBlock));
+      avx2_block(q, 4, code_out);
+    } else {
+      std::memcpy(code_out, src.codes + step * 64, 64);
+    }
     std::memcpy(scale_out, src.scales + scales * step, static_cast<std::size_t>(scales));
     return;
   }
@@ -229,7 +232,7 @@ void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource&
     // the kernel (-8d, -16d); the 16 bytes of nibbles (element i low, i + 16 high) are already in
     // the order the planes of x take for GGUF blocks (vnni_affine.cpp, Ctl::block32); q5_0/q5_1's
     // high bits of elements i and i + 16 (qh bits i and 16 + i) become the masks of the 5-bit
-    // layout, or at the avx2 level the codes go to its own 5-bit layout (avx2_block).
+    // layout; at the avx2 level the codes go to its own 4- or 5-bit layout (avx2_block).
     uint64_t high[2] = {};
     uint8_t q[128];  // avx2_codes: the step's codes, one a byte
     for (int b = 0; b < 4; ++b) {
@@ -249,7 +252,7 @@ void copy_step(const QuantizedMatrix& w, const HostPack& pack, const StepSource&
       high[1] |= static_cast<uint64_t>(qh >> 16) << (16 * b);
     }
     if (pack.avx2_codes)
-      avx2_block(q, 5, code_out);
+      avx2_block(q, g->qh >= 0 ? 5 : 4, code_out);
     else if (g->qh >= 0)
       std::memcpy(code_out + 64, high, 16);
     return;

@@ -16,8 +16,8 @@
 //   in chunks of `steps` = 16 groups per row (the kernel converts a row's 16 scales at once):
 //     chunk = [codes: step s, row r at (4s + r)·16·bits bytes, each row's block as stored (5-
 //              and 6-bit: split into nibbles and masks of the high bits; 8-bit: in groups of four
-//              bytes interleaved over two 64-byte halves; 3-, 5- and 6-bit at the avx2 level:
-//              its own layouts; same size; pack.cpp)]
+//              bytes interleaved over two 64-byte halves; 3- to 6-bit at the avx2 level: its
+//              own layouts; same size; pack.cpp)]
 //             [scales: row r's ns·(128/G) entries, in the scale dtype, rows one after another]
 //             [biases: likewise]
 //             [zeros up to a multiple of 64 bytes]
@@ -67,8 +67,8 @@ struct HostPack {
   int64_t n = 0, k = 0, batch = 0;
   int64_t entry_bytes = 0;    // per scale (and bias) in the pack: 1 for the E8M0 / E4M3 bytes
   bool stores_biases = true;  // after the scales (mxfp4, nvfp4: derived from them)
-  // 3-, 5- and 6-bit codes (affine, q5_0, q5_1) in the avx2 level's layouts (pack.cpp
-  // avx2_block), not the VNNI level's: made at that level and read only there (pack_of).
+  // Codes of 3 to 6 bits (affine, q4_0 .. q5_1, mxfp4, nvfp4) in the avx2 level's layouts
+  // (pack.cpp avx2_block), not the VNNI level's: made at that level and read only there (pack_of).
   bool avx2_codes = false;
   // q2_K-q6_K (avx2 level only): the rows as stored, each block's codes re-laid in quad order
   // (pack.cpp kquant_block) and every other byte where GGUF keeps it; no tiles or chunks, and

@@ -16,46 +16,9 @@ namespace {
 
 using namespace avx2_common;
 
-constexpr int64_t kBlock = 128;              // weights per step: vnni::kAffineBlock
-constexpr int64_t kPlaneBytes = 3 * 2 * 64;  // per block: 3 planes x 2 vectors (VNNI's layout)
-constexpr int kRows = 4;                     // rows per tile: cpu/pack.hpp kPackRows
-
-// The orders of x's planes in a block of 128 (each plane 128 bytes).
-enum class Order {
-  nibble,   // MLX's 4-bit codes: vector v (64 bytes) byte i is element 2i + v (VNNI's Ctl::nibble)
-  block32,  // GGUF's blocks of 32: vector v byte 16b + i is element 32b + 16v + i (Ctl::block32)
-  quad,     // 2-, 3-, 5- and 6-bit codes (affine, q5_0, q5_1), on this level only: vector j (32
-            // bytes) byte i is element 4i + j
-};
-
-// The block's three planes at 2^e in `order`; the first two as VNNI's two 64-byte vectors
-// (vnni_affine.cpp, Ctl), so a pack serves both levels. Every step is exact, as in
-// vnni::block_digits.
-void block_digits(const float* xb, uint8_t* pb, int e, Order order) {
-  if (order == Order::quad) return quad_planes(xb, pb, e);
-  // Within each 16-byte lane: the 8 even bytes, then the 8 odd ones.
-  const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0,
-                                            2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  __m256i d[3][4];  // plane p, elements 32q .. 32q + 31
-  for (int q = 0; q < 4; ++q) {
-    __m256i c[3][4];
-    digits32(xb + 32 * q, e, c);
-    for (int p = 0; p < 3; ++p) {
-      d[p][q] = pack_digits(c[p]);
-      if (order == Order::nibble)  // [16 even elements | 16 odd ones] of the 32
-        d[p][q] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(d[p][q], even_odd), 0xD8);
-    }
-  }
-  // Half h of vector v: the v-th 16 bytes of d[2h] and of d[2h + 1].
-  for (int p = 0; p < 3; ++p)
-    for (int h = 0; h < 2; ++h) {
-      uint8_t* out = pb + p * 128 + h * 32;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
-                          _mm256_permute2x128_si256(d[p][2 * h], d[p][2 * h + 1], 0x20));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
-                          _mm256_permute2x128_si256(d[p][2 * h], d[p][2 * h + 1], 0x31));
-    }
-}
+constexpr int64_t kBlock = 128;           // weights per step: vnni::kAffineBlock
+constexpr int64_t kPlaneBytes = 3 * 128;  // per block: 3 planes in quad order (quad_planes)
+constexpr int kRows = 4;                  // rows per tile: cpu/pack.hpp kPackRows
 
 // Lanes [0, cnt) all ones, the rest zero (cnt may be <= 0 or >= 8).
 __m256i lanes_below(int cnt) {
@@ -110,19 +73,24 @@ alignas(32) constexpr uint8_t kE2M1Lut[32] = {12, 13, 14, 15, 16, 18, 20, 24, 12
 // its codes returned through memory, and the 6-bit pack ran 2x slower than the 5-bit one on one
 // core.
 
-// Half h (32 bytes of nibbles: 64 codes) of one row's block of 4-bit codes at c (64 bytes) as its
-// low and high nibbles' codes, E2M1 mapped for the fp4 formats. Codes <= 24: two vpmaddubsw
-// products a lane and the sum of two such stay under 2^15 (4·24·127).
-template <bool kE2M1>
-[[gnu::always_inline]] inline void half_codes(const uint8_t* c, int h, __m256i& lo, __m256i& hi) {
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 32 * h));
-  lo = _mm256_and_si256(raw, mask);
-  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-  if constexpr (kE2M1) {
-    const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lut));
-    lo = _mm256_shuffle_epi8(lut, lo);
-    hi = _mm256_shuffle_epi8(lut, hi);
+// One row's block of codes (kBits wide, at c: pack.cpp avx2_block's layouts; 2-bit: MLX's own
+// bytes) as four vectors in quad order, E2M1 codes mapped to 2·value + 12 (<= 24).
+template <int kBits, bool kE2M1>
+[[gnu::always_inline]] inline void block_codes(const uint8_t* c, __m256i (&q)[4]) {
+  if constexpr (kBits == 2) {
+    quad_codes(c, q);
+  } else if constexpr (kBits == 3) {
+    quad3_codes(c, q);
+  } else if constexpr (kBits == 4) {
+    quad4_codes(c, q);
+    if constexpr (kE2M1) {
+      const __m256i lut = _mm256_load_si256(reinterpret_cast<const __m256i*>(kE2M1Lut));
+      for (__m256i& v : q) v = _mm256_shuffle_epi8(lut, v);
+    }
+  } else if constexpr (kBits == 5) {
+    quad5_codes(c, q);
+  } else {
+    quad6_codes(c, q);
   }
 }
 
@@ -138,38 +106,10 @@ template <int P, class Plane>
                           _mm256_madd_epi16(plane(2), _mm256_set1_epi16(1)));
 }
 
-// One half's dot products per int32 lane (lane t: 8 codes of one group) against P planes of x at
-// xb (a block's planes, this half's offset added): Σ_p 2^(7·(P - 1 - p))·(codes · plane p).
-template <int P>
-[[gnu::always_inline]] inline __m256i half_dot(__m256i lo, __m256i hi, const uint8_t* xb) {
-  auto plane = [&](int p) {  // int16 pairs: |.| <= 2·(2·24·127) < 2^15
-    const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128));
-    const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + p * 128 + 64));
-    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
-  };
-  return weigh_planes<P>(plane);
-}
-
-// The scales of half h's lanes in step s: lane t of half h holds codes of group
-// (64h + 8t) / G of the block, sc the row's chunk of group scales (padded past its 16). Groups of
-// 32 and 16: four scales broadcast to both 16-byte lanes and spread by an in-lane permute, in
-// place of a cross-lane vpermps (one core hot on Zen 3: a tie for groups of 32, 3-5% for mxfp4 and
-// nvfp4).
-template <int G>
-[[gnu::always_inline]] inline __m256 half_scales(const float* sc, int s, int h) {
-  constexpr int kGpv = static_cast<int>(kBlock / G);
-  if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
-  if constexpr (G == 64) return _mm256_set1_ps(sc[2 * s + h]);
-  const int first = kGpv * s + (G == 32 ? 2 : 4) * h;  // the half's first group
-  const __m256 four = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(sc + first));
-  if constexpr (G == 32)
-    return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-  return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));  // G = 16
-}
-
 // The block's dot products per int32 lane (lane t: elements 16t .. 16t + 15, one group) against
 // P planes in quad order at xb: the four vectors' int16 pairs added first (|.| <= 4·2·31·127 for
-// codes up to 5 bits); 6-bit codes add two vectors' pairs (<= 2·2·63·127) before each vpmaddwd.
+// codes up to 5 bits, E2M1's mapped ones included); 6-bit codes add two vectors' pairs (<=
+// 2·2·63·127) before each vpmaddwd.
 template <int P, int kBits>
 [[gnu::always_inline]] inline __m256i quad_dot(const __m256i (&q)[4], const uint8_t* xb) {
   auto x = [&](int p, int j) {
@@ -185,11 +125,15 @@ template <int P, int kBits>
   return weigh_planes<P>([&](int p) { return _mm256_add_epi16(pair(p, 0), pair(p, 2)); });
 }
 
-// The scales of the lanes of quad_dot in step s (lane t: group 16t / G), as half_scales.
+// The scales of the lanes of quad_dot in step s (lane t: group 16t / G) from sc, a row's chunk of
+// group scales. Groups of 32 and 64: four scales broadcast to both 16-byte lanes and spread by an
+// in-lane permute, in place of a cross-lane vpermps (3-5% for mxfp4 and nvfp4 on one core of
+// Zen 3, measured on the earlier nibble order).
 template <int G>
 [[gnu::always_inline]] inline __m256 quad_scales(const float* sc, int s) {
   constexpr int kGpv = static_cast<int>(kBlock / G);
   if constexpr (G == 128) return _mm256_set1_ps(sc[s]);
+  if constexpr (G == 16) return _mm256_load_ps(sc + kGpv * s);
   const __m256 four = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(sc + kGpv * s));
   if constexpr (G == 64)
     return _mm256_permutevar_ps(four, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
@@ -207,11 +151,12 @@ void prefetch(const uint8_t* p, bool l2) {
 
 // One tile of the pack (four rows of W; cpu/pack.hpp) times M rows of x, into out[m][r], as
 // vnni_affine.cpp's packed_tile: per chunk each row's scales times x's per-group 2^e go to a stack
-// buffer and its biases times x's group sums join the accumulators; per step and half, a row's
-// codes are split once and serve the M rows of x. The next tile's chunk is prefetched a line at a
-// time, spread over the steps. Rows of W go RB at a time over a chunk (M = 3, 4: two, so the
-// 8-lane accumulators stay within the 16 registers); the chunk's codes come from L1 again.
-// kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8, q5_0 -16).
+// buffer and its biases times x's group sums join the accumulators; per step a row's codes are
+// split once into four vectors in quad order and serve the M rows of x. The next tile's chunk is
+// prefetched a line at a time, spread over the steps. Rows of W go RB at a time over a chunk (M =
+// 3, 4: two, so the 8-lane accumulators stay within the 16 registers); the chunk's codes come from
+// L1 again. kBias != 0: no biases stored, the bias is kBias times the scale (fp4 -12, q4_0 -8, q5_0
+// -16).
 template <int G, int M, int P, int kBits, bool kE2M1, bool kE4M3, int kBias>
 void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
                  const vnni::MultiPlanes& mp, float (&out)[M][kRows]) {
@@ -221,7 +166,7 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
   const int sz = kE2M1 ? 1 : w.scale_dtype == DType::f32 ? 4 : 2;
   const bool bf16 = w.scale_dtype == DType::bf16;
   const int64_t steps = w.k / kBlock;
-  alignas(32) float sc[R][M][24];  // 16 groups, and room for half_scales' 4-float loads
+  alignas(32) float sc[R][M][24];  // 16 groups, and room for quad_scales' 4-float loads
   __m256 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
@@ -264,38 +209,15 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
           for (int64_t l = 0; l < per_step && pf < pf_end; ++l, pf += 64)
             prefetch(pf, w.prefetch_l2);
         const uint8_t* cp = p + s * R * kCodeBytes;
-        if constexpr (kBits != 4) {
 #pragma GCC unroll 4
-          for (int r = r0; r < r0 + RB; ++r) {
-            __m256i q[4];
-            if constexpr (kBits == 2)
-              quad_codes(cp + r * kCodeBytes, q);
-            else if constexpr (kBits == 3)
-              quad3_codes(cp + r * kCodeBytes, q);
-            else if constexpr (kBits == 5)
-              quad5_codes(cp + r * kCodeBytes, q);
-            else
-              quad6_codes(cp + r * kCodeBytes, q);
+        for (int r = r0; r < r0 + RB; ++r) {
+          __m256i q[4];
+          block_codes<kBits, kE2M1>(cp + r * kCodeBytes, q);
 #pragma GCC unroll 4
-            for (int m = 0; m < M; ++m) {
-              const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
-              const __m256 v = _mm256_cvtepi32_ps(quad_dot<P, kBits>(q, xb));
-              acc[r][m] = _mm256_fmadd_ps(quad_scales<G>(sc[r][m], s), v, acc[r][m]);
-            }
-          }
-          continue;
-        }
-        for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 4
-          for (int r = r0; r < r0 + RB; ++r) {
-            __m256i lo, hi;
-            half_codes<kE2M1>(cp + r * kCodeBytes, h, lo, hi);
-#pragma GCC unroll 4
-            for (int m = 0; m < M; ++m) {
-              const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes + 32 * h;
-              const __m256 v = _mm256_cvtepi32_ps(half_dot<P>(lo, hi, xb));
-              acc[r][m] = _mm256_fmadd_ps(half_scales<G>(sc[r][m], s, h), v, acc[r][m]);
-            }
+          for (int m = 0; m < M; ++m) {
+            const uint8_t* xb = mp.planes[m] + (s0 + s) * kPlaneBytes;
+            const __m256 v = _mm256_cvtepi32_ps(quad_dot<P, kBits>(q, xb));
+            acc[r][m] = _mm256_fmadd_ps(quad_scales<G>(sc[r][m], s), v, acc[r][m]);
           }
         }
       }
@@ -329,19 +251,9 @@ void packed_rows(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, i
 
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2) {
   const int64_t blocks = w.k / kBlock, per_block = kBlock / w.group;
-  // Codes of 4 bits keep the VNNI level's orders (GGUF's blocks of 32, MLX's nibbles); the others
-  // are packed for this level's quad order (pack.cpp avx2_block; 2-bit: MLX's own bytes).
-  const Order order = w.scheme == Scheme::q4_0 || w.scheme == Scheme::q4_1 ? Order::block32
-                      : w.scheme == Scheme::q5_0 || w.scheme == Scheme::q5_1 ||
-                              (w.scheme == Scheme::affine && w.bits != 4)
-                          ? Order::quad
-                          : Order::nibble;
   // blocks <= groups: each block's 2^e first, spread over its groups at the end.
   float* block_pow2 = group_pow2;
-  if (!split_blocks<kBlock, kPlaneBytes>(
-          x, blocks, planes, block_pow2,
-          [&](const float* xb, uint8_t* pb, int e) { block_digits(xb, pb, e, order); }))
-    return false;
+  if (!split_blocks<kBlock, kPlaneBytes>(x, blocks, planes, block_pow2, quad_planes)) return false;
   for (int64_t b = blocks - 1; b >= 0; --b) {  // every group takes its block's 2^e
     const float p = block_pow2[b];
     for (int64_t j = per_block - 1; j >= 0; --j) group_pow2[b * per_block + j] = p;

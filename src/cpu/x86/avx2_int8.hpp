@@ -4,19 +4,16 @@
 // decodes every code to f32 and multiplies with FMAs, which read 4-bit rows at 40-50% of the DRAM
 // roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
 //
-// x takes the VNNI kernels' planes (x86/vnni_affine.hpp): per 128-element block three int8 digits
-// of x / 2^e (two when x arrived as bf16, WeightPlan::x_bf16, as on the VNNI level), and one
-// vpmaddwd against 2^14, 2^7 or 1 widens each plane's int16 pairs to int32 with its weight:
-// p0·2^14 + p1·2^7 + p2, exact. AVX2 has no vpdpbusd:
-// - 4-bit codes (affine, q4_0, q4_1, mxfp4, nvfp4) keep the VNNI level's pack and plane orders: a
-//   block's 64 code bytes are two 32-byte halves; per half and plane, vpmaddubsw multiplies the
-//   low and the high nibbles (u8, <= 24 after E2M1's map) by the plane (s8, |.| <= 127) into int16
-//   pairs, and the two are added.
-// - 2-, 3-, 5- and 6-bit codes (affine, q5_0, q5_1) take x's planes in this level's own quad order
-//   (vector j byte i is element 4i + j): a shift cuts 2-bit codes j out of MLX's bytes, and the
-//   pack lays the others out for it (cpu/pack.cpp avx2_block), so a block's codes are four vectors
-//   after a few shifts and masks. Their vpmaddubsw pairs are added in int16 (four vectors' up to 5
-//   bits, <= 4·2·31·127; two vectors' for 6 bits) before each vpmaddwd.
+// x takes planes as the VNNI kernels do (x86/vnni_affine.hpp): per 128-element block three int8
+// digits of x / 2^e (two when x arrived as bf16, WeightPlan::x_bf16, as on the VNNI level), and
+// one vpmaddwd against 2^14, 2^7 or 1 widens each plane's int16 pairs to int32 with its weight:
+// p0·2^14 + p1·2^7 + p2, exact. AVX2 has no vpdpbusd. The planes are in this level's own quad
+// order (vector j byte i is element 4i + j), and so are the codes: a shift cuts 2-bit codes j out
+// of MLX's bytes, and the pack lays the other widths out for it (cpu/pack.cpp avx2_block; a pack
+// made at the VNNI level is not read here), so a block's codes are four vectors after a few shifts
+// and masks (E2M1's then mapped to 2·value + 12 by a vpshufb). Their vpmaddubsw pairs (u8 codes
+// times s8 digits) are added in int16 (four vectors' up to 5 bits, <= 4·2·31·127; two vectors'
+// for 6 bits) before each vpmaddwd, and an int32 lane is then 16 consecutive elements.
 // Compiled with the avx2 flags (src/CMakeLists.txt: cpu/x86/avx2_*.cpp); called only at that level,
 // where cpu::avx2_int8_active().
 #pragma once
@@ -28,8 +25,7 @@
 
 namespace quanta::cpu::avx2_int8 {
 
-// x [w.k] -> its planes and group_pow2[g] (as vnni::affine_prep, for the orders of these
-// formats: MLX's nibbles for affine, mxfp4 and nvfp4, GGUF's blocks of 32 for q4_0 .. q5_1).
+// x [w.k] -> its planes in quad order and group_pow2[g] (as vnni::affine_prep).
 // Returns false, writing nothing to `planes`, when a block holds a non-finite value or its
 // largest |x| is nonzero and below 2^-96: the caller then runs the float kernel.
 bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow2);
