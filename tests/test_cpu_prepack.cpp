@@ -426,8 +426,9 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
 
 // The avx2 level's integer GEMVs (x86/avx2_int8.hpp, x86/avx2_kquant.hpp), forced where the CPU has
 // a higher level: each format it packs (codes of 2 to 6 bits, and q2_K-q6_K in quad order), every
-// group and scale dtype, x in f32 (three planes) and bf16 (two), M = 1..4, ragged N, K in whole and
-// partial chunks, one and two threads, and W [K, N] packed as its transpose. The original buffers
+// group and scale dtype, x in f32 (three planes) and bf16 (two), M = 1..4 (q3_K, q5_K, q6_K: to 8),
+// ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as its
+// transpose. The original buffers
 // are overwritten after packing: only a kernel that reads the pack passes.
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
@@ -466,8 +467,12 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
       const std::vector<DType> x_types = c.f.scheme == Scheme::affine
                                              ? std::vector<DType>{c.t}
                                              : std::vector<DType>{DType::f32, DType::bf16};
+      // The K-quants' packed GEMV serves M up to 8 (q3_K, q5_K, q6_K: fused_max_rows).
+      const bool to8 =
+          c.f.scheme == Scheme::q3_K || c.f.scheme == Scheme::q5_K || c.f.scheme == Scheme::q6_K;
       for (DType xt : x_types)
-        for (int64_t m : {1, 2, 3, 4}) {
+        for (int64_t m : {1, 2, 3, 4, 6, 8}) {
+          if (m > 4 && !to8) continue;
           xs.push_back(test::random_dense(xt, m, k, 50 + static_cast<uint32_t>(m)));
           want.push_back(ref::matmul(xs.back().view(), w));
         }

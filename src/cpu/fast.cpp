@@ -161,9 +161,10 @@ void gemv_nk(const IsaKernels& kr, const WeightPlan& plan, const float* x, float
 // take passes of two rows of x, and only up to M = 4 (q6_K: 3): with three or four rows of x
 // per pass (one row of W, for registers) q4_K/q6_K at M = 4 ran 5.1-7.0 ms against the float
 // kernels' 2.6-3.1 on 4096 x 14336; two passes of two run 2.4 for q4_K but 3.0-3.2 for q6_K,
-// whose float kernel takes 2.5 (docs/perf-cpu.md). The avx2 level's quad pack of q6_K takes M = 4
-// as well: one core, 4096 x 14336, two passes of two 2 x 7.9-8.1 ms against the float kernels'
-// 20.7-24.2 (docs/PERF.md, eighteenth session).
+// whose float kernel takes 2.5 (docs/perf-cpu.md). The avx2 level's quad pack of the K-quants
+// takes x's planes at every M the fused GEMV serves (to 8 for q3_K, q5_K, q6_K): on 4096 x 14336,
+// two threads, M = 5..8 ran 7.5-15.4 ms against the float kernels' 14.9-34.7, and one core at
+// M = 4 q6_K 11.8-12.5 against 16.8-21.5 (docs/PERF.md, eighteenth session).
 void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x, int64_t m,
                    float* y, int threads) {
   WeightPlan w = plan;
@@ -172,7 +173,9 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
                       w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
                       w.scheme == Scheme::q6_K;
   w.int8_x = int8_active() && gemv_int8_pays(w) &&
-             !(kquant && m > (w.scheme == Scheme::q6_K && w.kquant_quad == nullptr ? 3 : 4));
+             !(kquant && m > (w.kquant_quad != nullptr   ? 8
+                              : w.scheme == Scheme::q6_K ? 3
+                                                         : 4));
   const int64_t xl = w.k + kGemvXPad, sl = std::max<int64_t>(kr.gemv_xs_count(w), 1);
   Buffer xp((m + 1) * xl), xs((m + 1) * sl);
   auto prep = [&] {
