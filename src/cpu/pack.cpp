@@ -139,8 +139,7 @@ KquantBlock kquant_block_of(Scheme s) {
 // A K-quant block b (as GGUF stores it) re-laid for the avx2 level (pack.hpp) into out: every
 // byte but the codes copied, then each half n of 128 codes u (unsigned: q3_K's low two bits plus
 // four times its high bit, 0..7; q6_K's stored six bits, 0..63), one a byte, written at the codes'
-// start in quad order:
-// avx2_block's 2- to 6-bit layouts (16·bits bytes per half).
+// start in quad order, in avx2_block's 2- to 6-bit layouts (16·bits bytes per half).
 // GGUF's element 128n + 32j + l: q2_K bits 2j of qs[32n + l]; q3_K the same with bit 4n + j of
 // hmask[l] above; q6_K nibble j / 2 of ql[64n + 32 (j % 2) + l] with bits 2j, 2j + 1 of
 // qh[32n + l] above; q4_K's element 64c + l and 64c + 32 + l are the nibbles of qs[32c + l], and
@@ -322,7 +321,9 @@ std::string pack_unsupported(const QuantizedMatrix& w) {
   if (f.scheme != Scheme::affine && gguf_block(f.scheme) == nullptr && f.scheme != Scheme::mxfp4 &&
       f.scheme != Scheme::nvfp4)
     return fmt::format(
-        "{} has no packed kernel (affine, q4_0, q4_1, q5_0, q5_1, mxfp4 and nvfp4 do)", f.name());
+        "{} has no packed kernel (affine, q4_0, q4_1, q5_0, q5_1, mxfp4 and nvfp4 do, and "
+        "q2_K-q6_K at the avx2 level)",
+        f.name());
   if (w.layout == Layout::kn && f.scheme != Scheme::affine && f.scheme != Scheme::mxfp4 &&
       f.scheme != Scheme::nvfp4)
     return fmt::format("W [K, N] in {} has no packed kernel (affine, mxfp4 and nvfp4 do)",
