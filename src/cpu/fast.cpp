@@ -169,9 +169,7 @@ void gemv_nk_multi(const IsaKernels& kr, const WeightPlan& plan, const float* x,
                    float* y, int threads) {
   WeightPlan w = plan;
   const int64_t float_xs = kr.gemv_xs_count(w);
-  const bool kquant = w.scheme == Scheme::q2_K || w.scheme == Scheme::q3_K ||
-                      w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ||
-                      w.scheme == Scheme::q6_K;
+  const bool kquant = kquant_scheme(w.scheme);
   w.int8_x = int8_active() && gemv_int8_pays(w) &&
              !(kquant && m > (w.kquant_quad != nullptr   ? 8
                               : w.scheme == Scheme::q6_K ? 3
@@ -833,6 +831,11 @@ bool avx2_int8_format(Scheme s, int bits) {
 
 bool avx2_int8_gemv(const WeightPlan& w) {
   return w.pack != nullptr && avx2_int8_format(w.scheme, w.bits);
+}
+
+bool kquant_scheme(Scheme s) {
+  return s == Scheme::q2_K || s == Scheme::q3_K || s == Scheme::q4_K || s == Scheme::q5_K ||
+         s == Scheme::q6_K;
 }
 
 bool affine_planes_gemv(Scheme s, int64_t k) {

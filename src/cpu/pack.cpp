@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -12,15 +13,18 @@
 #include "cpu/plan.hpp"
 #include "cpu/pool.hpp"
 #include "format/affine.hpp"
+#include "format/gguf.hpp"
 
 namespace quanta::cpu {
 
 namespace {
 
 // The formats whose codes the avx2 level packs in its own layouts (avx2_block) rather than the
-// VNNI level's: all it packs but 2-bit affine, whose MLX bytes both levels read.
+// VNNI level's: all it packs but 2-bit affine, whose MLX bytes both levels read (the K-quants only
+// it packs).
 bool avx2_own_layout(const Format& f) {
-  return avx2_int8_format(f.scheme, f.bits) && !(f.scheme == Scheme::affine && f.bits == 2);
+  return (avx2_int8_format(f.scheme, f.bits) && !(f.scheme == Scheme::affine && f.bits == 2)) ||
+         kquant_scheme(f.scheme);
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -56,9 +60,9 @@ void split_high_bits(const uint8_t* block, int bits, uint8_t* out) {
   std::memcpy(out + 64, high, bits == 5 ? 16 : 32);
 }
 
-// The avx2 level's own layouts of a block of 128 3-, 5- or 6-bit codes (q: one code a byte, in
+// The avx2 level's own layouts of a block of 128 2- to 6-bit codes (q: one code a byte, in
 // element order), 16·bits bytes as MLX's bit stream: the kernel splits them into four vectors,
-// vector j byte i = code 4i + j, with a few shifts and masks (x86/avx2_int8.cpp quad3_codes,
+// vector j byte i = code 4i + j, with a few shifts and masks (x86/avx2_common.hpp quad3_codes,
 // quad5_codes, quad6_codes), where
 // MLX's bit stream (3-bit) or the nibbles with bit masks of split_high_bits (5-, 6-bit) took
 // ~20-27 operations per 64 codes.
@@ -112,27 +116,18 @@ void avx2_block(const uint8_t (&q)[128], int bits, uint8_t* out) {
       out[32 * j + i] = static_cast<uint8_t>(q[4 * i + j] | ((q[4 * i + 3] >> (2 * j)) & 3u) << 6);
 }
 
-bool kquant(Scheme s) {
-  return s == Scheme::q2_K || s == Scheme::q3_K || s == Scheme::q4_K || s == Scheme::q5_K ||
-         s == Scheme::q6_K;
-}
-
-// The bytes of a K-quant block and where its codes start.
-struct KquantBlock {
-  int bytes, codes;
-};
-KquantBlock kquant_block_of(Scheme s) {
+// Where a K-quant block's codes start (its bytes before them stay as they are, as do those after).
+int64_t kquant_codes_at(Scheme s) {
+  using namespace codec::gguf;
   switch (s) {
     case Scheme::q2_K:
-      return {84, 16};
-    case Scheme::q3_K:
-      return {110, 0};
+      return offsetof(block_q2_K, qs);
     case Scheme::q4_K:
-      return {144, 16};
+      return offsetof(block_q4_K, qs);
     case Scheme::q5_K:
-      return {176, 16};
-    default:
-      return {210, 0};  // q6_K
+      return offsetof(block_q5_K, qh);
+    default:  // q3_K (hmask, then qs), q6_K (ql, then qh)
+      return 0;
   }
 }
 
@@ -144,9 +139,9 @@ KquantBlock kquant_block_of(Scheme s) {
 // hmask[l] above; q6_K nibble j / 2 of ql[64n + 32 (j % 2) + l] with bits 2j, 2j + 1 of
 // qh[32n + l] above; q4_K's element 64c + l and 64c + 32 + l are the nibbles of qs[32c + l], and
 // q5_K's element 32v + l takes bit v of qh[l] above.
-void kquant_block(Scheme s, const uint8_t* b, uint8_t* out) {
-  const KquantBlock kb = kquant_block_of(s);
-  std::memcpy(out, b, static_cast<std::size_t>(kb.bytes));
+void kquant_block(const Format& f, const uint8_t* b, uint8_t* out) {
+  const Scheme s = f.scheme;
+  std::memcpy(out, b, static_cast<std::size_t>(f.info().block_bytes));
   uint8_t u[256];
   for (int e = 0; e < 256; ++e) {
     const int n = e / 128, j = e % 128 / 32, l = e % 32, c = e / 64, hi = e % 64 / 32;
@@ -170,14 +165,9 @@ void kquant_block(Scheme s, const uint8_t* b, uint8_t* out) {
                                     ((b[128 + 32 * n + l] >> (2 * j)) & 3) << 4);
     }
   }
-  const int bits = s == Scheme::q2_K   ? 2
-                   : s == Scheme::q3_K ? 3
-                   : s == Scheme::q4_K ? 4
-                   : s == Scheme::q5_K ? 5
-                                       : 6;
   for (int n = 0; n < 2; ++n)
-    avx2_block(*reinterpret_cast<const uint8_t(*)[128]>(u + 128 * n), bits,
-               out + kb.codes + 16 * bits * n);
+    avx2_block(*reinterpret_cast<const uint8_t(*)[128]>(u + 128 * n), f.bits,
+               out + kquant_codes_at(s) + 16 * f.bits * n);
 }
 
 // total bytes, 64-byte aligned.
@@ -308,7 +298,7 @@ void transpose_kn_rows(const QuantizedMatrix& w, const uint8_t* kc, const uint8_
 
 std::string pack_unsupported(const QuantizedMatrix& w) {
   const Format& f = w.format;
-  if (kquant(f.scheme)) {
+  if (kquant_scheme(f.scheme)) {
     if (w.layout == Layout::kn)
       return fmt::format("W [K, N] in {} has no packed kernel (W [N, K] does)", f.name());
     if (w.location != Location::host) return "the matrix is not in host memory";
@@ -355,8 +345,9 @@ namespace {
 // A K-quant matrix's pack (p's fields from the matrix already set): its blocks one by one through
 // kquant_block, rows in place.
 void pack_kquant_rows(const QuantizedMatrix& w, HostPack& p, int threads) {
-  const int64_t bytes = kquant_block_of(w.format.scheme).bytes;
+  const int64_t bytes = w.format.info().block_bytes;
   p.kquant_rows = true;
+  p.avx2_codes = true;  // pack_unsupported: made only at the avx2 level
   p.expert_bytes = static_cast<int64_t>(w.footprint().code_bytes);
   const int64_t total = p.expert_bytes * w.batch + kRowOverread;
   p.data = aligned_bytes(total);
@@ -367,7 +358,7 @@ void pack_kquant_rows(const QuantizedMatrix& w, HostPack& p, int threads) {
   parallel_for((rows + kRowsATask - 1) / kRowsATask, resolve_threads(threads), [&](int64_t t, int) {
     const int64_t r1 = std::min(rows, (t + 1) * kRowsATask);
     for (int64_t b = t * kRowsATask * row_blocks; b < r1 * row_blocks; ++b)
-      kquant_block(w.format.scheme, in + b * bytes, p.data.get() + b * bytes);
+      kquant_block(w.format, in + b * bytes, p.data.get() + b * bytes);
   });
 }
 
@@ -384,7 +375,7 @@ std::shared_ptr<const HostPack> make_pack(const QuantizedMatrix& w, int threads)
   p->n = w.n;
   p->k = w.k;
   p->batch = w.batch;
-  if (kquant(w.format.scheme)) {
+  if (kquant_scheme(w.format.scheme)) {
     pack_kquant_rows(w, *p, threads);
     return p;
   }
@@ -496,10 +487,9 @@ const HostPack* pack_of(const QuantizedMatrix& w) {
       p->format != w.format || p->scale_dtype != w.scale_dtype || p->n != w.n || p->k != w.k ||
       p->batch != w.batch || p->layout != w.layout || w.location != Location::host)
     return nullptr;
-  // 3-, 5- and 6-bit codes are laid out for the level that packed them (a test may switch
-  // levels).
+  // Codes of 3 to 6 bits and the K-quants' are laid out for the level that packed them (a test
+  // may switch levels).
   if (avx2_own_layout(p->format) && p->avx2_codes != avx2_int8_active()) return nullptr;
-  if (p->kquant_rows && !avx2_int8_active()) return nullptr;
   return p;
 }
 

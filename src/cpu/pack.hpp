@@ -67,8 +67,9 @@ struct HostPack {
   int64_t n = 0, k = 0, batch = 0;
   int64_t entry_bytes = 0;    // per scale (and bias) in the pack: 1 for the E8M0 / E4M3 bytes
   bool stores_biases = true;  // after the scales (mxfp4, nvfp4: derived from them)
-  // Codes of 3 to 6 bits (affine, q4_0 .. q5_1, mxfp4, nvfp4) in the avx2 level's layouts
-  // (pack.cpp avx2_block), not the VNNI level's: made at that level and read only there (pack_of).
+  // Codes of 3 to 6 bits (affine, q4_0 .. q5_1, mxfp4, nvfp4; q2_K-q6_K) in the avx2 level's
+  // layouts (pack.cpp avx2_block), not the VNNI level's: made at that level and read only there
+  // (pack_of).
   bool avx2_codes = false;
   // q2_K-q6_K (avx2 level only): the rows as stored, each block's codes re-laid in quad order
   // (pack.cpp kquant_block) and every other byte where GGUF keeps it; no tiles or chunks, and

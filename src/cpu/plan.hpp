@@ -72,6 +72,10 @@ struct WeightPlan {
 // function the ISA files would each compile).
 bool affine_planes_gemv(Scheme s, int64_t k);
 
+// q2_K-q6_K: their integer GEMVs (x86/vnni_kquant.hpp, x86/avx2_kquant.hpp) read the rows as
+// stored, or the avx2 level's pack of them. Defined in fast.cpp, as affine_planes_gemv.
+bool kquant_scheme(Scheme s);
+
 // The formats the avx2 level packs and its packed GEMV (x86/avx2_int8.hpp) serves: codes of 2 to
 // 6 bits (affine 2-6-bit, GGUF q4_0 .. q5_1, mxfp4, nvfp4); avx2_int8_gemv: w is one with
 // its pack. Defined in fast.cpp, as affine_planes_gemv.

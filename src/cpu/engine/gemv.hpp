@@ -32,12 +32,6 @@ inline bool gguf32_int8(Scheme s) {
          s == Scheme::q8_0;
 }
 
-// The K-quants, whose integer GEMVs (vnni_kquant.hpp, avx2_kquant.hpp) read the rows as stored.
-inline bool kquant_scheme(Scheme s) {
-  return s == Scheme::q2_K || s == Scheme::q3_K || s == Scheme::q4_K || s == Scheme::q5_K ||
-         s == Scheme::q6_K;
-}
-
 // Whether the integer planes of w go to the affine VNNI kernel (else to the K-quant one).
 inline bool int8_affine_kernel(const WeightPlan& w) {
   return w.scheme == Scheme::affine || gguf32_int8(w.scheme) || w.scheme == Scheme::mxfp4 ||

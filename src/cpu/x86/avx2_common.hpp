@@ -211,8 +211,8 @@ inline void quad_planes(const float* xb, uint8_t* pb, int e) {
       _mm256_and_si256(_mm256_srli_epi16(d, 2), _mm256_set1_epi8(48)));
 }
 
-// A block of 4-bit codes in the quad layout of the K-quant pack (64 bytes, pack.cpp
-// kquant_block): byte i holds codes 4i (low nibble) and 4i + 2, byte 32 + i codes 4i + 1 and
+// A block of 4-bit codes in this level's pack layout (64 bytes, pack.cpp avx2_block; the 4-bit
+// packs and q4_K's): byte i holds codes 4i (low nibble) and 4i + 2, byte 32 + i codes 4i + 1 and
 // 4i + 3.
 [[gnu::always_inline]] inline void quad4_codes(const uint8_t* c, __m256i (&q)[4]) {
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));

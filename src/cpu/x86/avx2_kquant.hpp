@@ -1,6 +1,7 @@
 // The q2_K-q6_K GEMV of the avx2 level on integer dot products (M = 1 or 2 rows of x a pass,
-// W [N, K] as GGUF stores it, or its quad pack: see below). Without it that level decodes every weight to f32 and
-// multiplies with FMAs: 10-35% of the DRAM roof on a Zen 3 VM (docs/PERF.md, "an AVX2-only VM").
+// W [N, K] as GGUF stores it, or its quad pack: see below). Without it that level decodes every
+// weight to f32 and multiplies with FMAs: 10-35% of the DRAM roof on a Zen 3 VM (docs/PERF.md, "an
+// AVX2-only VM").
 //
 // x, once per call, becomes three int8 planes per 256-element block, in element order:
 //   x[i] = 2^e · (c0·2^14 + c1·2^7 + c2),  c0 in [-127, 127], c1, c2 in [-64, 64]
@@ -34,9 +35,9 @@ namespace quanta::cpu::avx2_kquant {
 
 // x [k] (k a multiple of 256) -> its planes (768 bytes per block: they fit the K floats of the
 // GEMV's xp buffer) and pow2[k / 256] (2^e per block); quad: for w.kquant_quad, the planes of
-// each half of a block in quad order (avx2_common.hpp quad_planes). Returns false, writing nothing useful, when
-// a block holds a non-finite value or its largest |x| is nonzero and below 2^-96: the caller then
-// runs the float kernel.
+// each half of a block in quad order (avx2_common.hpp quad_planes). Returns false, writing nothing
+// useful, when a block holds a non-finite value or its largest |x| is nonzero and below 2^-96: the
+// caller then runs the float kernel.
 bool prep(const float* x, int64_t k, bool quad, uint8_t* planes, float* pow2);
 
 // y[i·ldy + n] for the rows i < mp.m (1 or 2) of x and n in [n0, n1), for w a K-quant; mp.xs: each
