@@ -185,6 +185,37 @@ TEST_F(CpuPrepack, NvFp4ScaleExtremes) {
   expect_scale_extremes(test::random_dense(DType::f32, 1, k, 11), p, w, 1);
 }
 
+// Every E4M3 scale byte through the packed kernel: row r's sixteen groups take bytes 16r ..
+// 16r + 15, so each row is checked on its own against the oracle, and rows 7 and 15 (0x7F,
+// 0xFF) must be NaN.
+TEST_F(CpuPrepack, NvFp4EveryScaleByte) {
+  const int64_t n = 16, k = 256, groups = k / 16;
+  QuantizedMatrix w = test::host_weights(Format::nvfp4(), DType::f32, n, k, Layout::nk, 12);
+  auto* sc = reinterpret_cast<uint8_t*>(w.scales);
+  for (int64_t i = 0; i < n * groups; ++i) sc[i] = static_cast<uint8_t>(i);
+  const QuantizedMatrix p = prepack(w);
+  ASSERT_EQ(p.host_pack != nullptr, packed_here(w.format));
+  const test::Dense x = test::random_dense(DType::f32, 1, k, 13);
+  test::Dense y(DType::f32, 1, n);
+  y.poison();
+  Context ctx;
+  ctx.kernel = kernel_for(1);
+  matmul(x.view(), p, y.mut(), ctx);
+  const std::vector<double> want = ref::matmul(x.view(), w);
+  const std::vector<double> wd = ref::dequantize(w);
+  for (int64_t r = 0; r < n; ++r) {
+    if (r % 8 == 7) {
+      EXPECT_TRUE(std::isnan(y.at(r))) << "row " << r;
+      continue;
+    }
+    double mag = 0;  // Σ |x·w| over the row: the bound's scale, whatever the sum cancels
+    for (int64_t i = 0; i < k; ++i)
+      mag += std::fabs(x.at(i) * wd[static_cast<std::size_t>(r * k + i)]);
+    ASSERT_GT(mag, 0.0) << "row " << r;
+    EXPECT_NEAR(y.at(r), want[static_cast<std::size_t>(r)], 1e-6 * mag) << "row " << r;
+  }
+}
+
 // After packing, the original codes and scales are overwritten: a kernel that reads the pack
 // still gives the old product, one that read the originals would not.
 TEST_F(CpuPrepack, KernelReadsThePack) {

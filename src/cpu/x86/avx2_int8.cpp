@@ -37,10 +37,10 @@ __m256 load_sd(const uint8_t* p, int sz, bool bf16) {
 
 // Eight group scales from `at` as f32: of the pack's dtype, or mxfp4's E8M0 bytes as
 // 2^(E - 128) (the codes are mapped to 2·value + 12, so the scales halved; E = 0: 2^-128, E =
-// 255: NaN), or nvfp4's E4M3 bytes at half their value (vnni_affine.cpp group_scales).
-template <bool kE2M1, bool kE4M3>
+// 255: NaN).
+template <bool kE2M1>
 __m256 group_scales(const uint8_t* at, int sz, bool bf16) {
-  if constexpr (kE2M1 && !kE4M3) {
+  if constexpr (kE2M1) {
     const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
     const __m256 v =
         _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(e, 23)), _mm256_set1_ps(0.5f));
@@ -48,18 +48,31 @@ __m256 group_scales(const uint8_t* at, int sz, bool bf16) {
     const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
     return _mm256_blendv_ps(_mm256_blendv_ps(v, _mm256_set1_ps(0x1p-128f), zero),
                             _mm256_set1_ps(__builtin_nanf("")), nan);
-  } else if constexpr (kE4M3) {
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
-    const __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7F));
-    __m256 v =
-        _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 20)), _mm256_set1_ps(0x1p119f));
-    v = _mm256_castsi256_ps(
-        _mm256_or_si256(_mm256_castps_si256(v),
-                        _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24)));
-    const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7F)));
-    return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), nan);
   } else {
     return load_sd(at, sz, bf16);
+  }
+}
+
+// A row's chunk of up to sixteen group scales (cnt of them) from `at` as two vectors of f32, as
+// group_scales; lanes past the chunk's groups hold whatever follows. nvfp4's E4M3 bytes, at half
+// their value (vnni_affine.cpp group_scales), go through f16 sixteen at a time: (b & 0x7F) << 7
+// is the f16 of 2^-8 times the byte's magnitude, subnormals included; the sign joins at bit 15,
+// the NaN bytes (0x7F, 0xFF) become all ones, and one multiply by 2^7 rescales.
+template <bool kE2M1, bool kE4M3>
+[[gnu::always_inline]] inline void group_scales2(const uint8_t* at, int cnt, int sz, bool bf16,
+                                                 __m256 (&out)[2]) {
+  if constexpr (kE4M3) {
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+    const __m256i em = _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(0x3F80));
+    const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(b, 8), _mm256_set1_epi16(-0x8000));
+    const __m256i nan = _mm256_cmpeq_epi16(em, _mm256_set1_epi16(0x3F80));
+    const __m256i h = _mm256_or_si256(_mm256_or_si256(em, sign), nan);
+    const __m256 k = _mm256_set1_ps(0x1p7f);
+    out[0] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k);
+    out[1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k);
+  } else {
+    out[0] = group_scales<kE2M1>(at, sz, bf16);
+    out[1] = cnt > 8 ? group_scales<kE2M1>(at + 8 * sz, sz, bf16) : _mm256_setzero_ps();
   }
 }
 
@@ -170,39 +183,59 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
   __m256 acc[R][M];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) acc[r][m] = _mm256_setzero_ps();
+  constexpr int kRuns = kBias != 0 ? 1 : 2;  // scales (and biases)
+  auto chunk_bytes = [&](int ns) {
+    return (R * ns * kCodeBytes + kRuns * R * ns * kGpv * sz + 63) / 64 * 64;
+  };
+  // Lines to prefetch per step, for full chunks computed once: a 64-bit division per chunk took
+  // ~5% of nvfp4's samples on Zen 3 (perf annotate).
+  auto lines_per_step = [&](int ns) { return (chunk_bytes(ns) / 64 + ns - 1) / ns; };
+  const int64_t full_lines = lines_per_step(static_cast<int>(w.pack_steps));
   for (int64_t s0 = 0; s0 < steps; s0 += w.pack_steps) {
     const int ns = static_cast<int>(steps - s0 < w.pack_steps ? steps - s0 : w.pack_steps);
     const int cnt = ns * kGpv;  // groups per row in this chunk (<= 16)
     const int64_t code_bytes = R * ns * kCodeBytes;
-    constexpr int kRuns = kBias != 0 ? 1 : 2;  // scales (and biases)
-    const int64_t bytes = (code_bytes + kRuns * R * cnt * sz + 63) / 64 * 64;
+    const int64_t bytes = chunk_bytes(ns);
     const uint8_t* sp = p + code_bytes;
     const uint8_t* bp = sp + R * cnt * sz;
     const int64_t g0 = s0 * kGpv;
-    for (int half = 0; half < 2; ++half) {  // groups 8·half .. of the chunk
+    // x's per-group factors for the chunk, the same for every row of the tile: 2^e times the
+    // plane unit, and the group sums (times kBias where the bias is kBias times the scale). A
+    // partial chunk's lanes past its groups: zero, and zero scales and biases below.
+    alignas(32) float xp2[M][16], xsum[M][16];
+    for (int half = 0; half < 2; ++half) {
       const int left = cnt - 8 * half;
-      if (left <= 0) break;
-      // A partial chunk's lanes past its groups: zero scales and biases, x's sums not read.
-      const bool full = left >= 8;
       const __m256i live = lanes_below(left);
-      auto keep = [&](__m256 v) { return full ? v : _mm256_and_ps(v, _mm256_castsi256_ps(live)); };
-      auto load_x = [&](const float* at) {
-        return full ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, live);
-      };
-      for (int r = 0; r < R; ++r) {
-        const __m256 s = keep(group_scales<kE2M1, kE4M3>(sp + (r * cnt + 8 * half) * sz, sz, bf16));
-        const __m256 b = kBias != 0 ? _mm256_mul_ps(s, _mm256_set1_ps(static_cast<float>(kBias)))
-                                    : keep(load_sd(bp + (r * cnt + 8 * half) * sz, sz, bf16));
+      for (int m = 0; m < M; ++m) {
+        const __m256 p2 = _mm256_maskload_ps(mp.pow2[m] + g0 + 8 * half, live);
+        const __m256 xs = _mm256_maskload_ps(mp.xs[m] + g0 + 8 * half, live);
+        _mm256_store_ps(xp2[m] + 8 * half, _mm256_mul_ps(p2, _mm256_set1_ps(kPlaneUnit<P>)));
+        _mm256_store_ps(
+            xsum[m] + 8 * half,
+            kBias != 0 ? _mm256_mul_ps(xs, _mm256_set1_ps(static_cast<float>(kBias))) : xs);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m256 s2[2];
+      group_scales2<kE2M1, kE4M3>(sp + r * cnt * sz, cnt, sz, bf16, s2);
+      for (int half = 0; half < 2; ++half) {  // groups 8·half .. of the chunk
+        const int left = cnt - 8 * half;
+        if (left <= 0) break;
+        const bool full = left >= 8;
+        const __m256i live = lanes_below(left);
+        auto keep = [&](__m256 v) {
+          return full ? v : _mm256_and_ps(v, _mm256_castsi256_ps(live));
+        };
+        const __m256 s = keep(s2[half]);
+        const __m256 b = kBias != 0 ? s : keep(load_sd(bp + (r * cnt + 8 * half) * sz, sz, bf16));
         for (int m = 0; m < M; ++m) {
-          const __m256 p2 =
-              _mm256_mul_ps(load_x(mp.pow2[m] + g0 + 8 * half), _mm256_set1_ps(kPlaneUnit<P>));
-          _mm256_store_ps(sc[r][m] + 8 * half, _mm256_mul_ps(s, p2));
-          acc[r][m] = _mm256_fmadd_ps(b, load_x(mp.xs[m] + g0 + 8 * half), acc[r][m]);
+          _mm256_store_ps(sc[r][m] + 8 * half, _mm256_mul_ps(s, _mm256_load_ps(xp2[m] + 8 * half)));
+          acc[r][m] = _mm256_fmadd_ps(b, _mm256_load_ps(xsum[m] + 8 * half), acc[r][m]);
         }
       }
     }
     const uint8_t* pf_end = pf + bytes;
-    const int64_t per_step = (bytes / 64 + ns - 1) / ns;
+    const int64_t per_step = ns == w.pack_steps ? full_lines : lines_per_step(ns);
     for (int r0 = 0; r0 < R; r0 += RB) {
       for (int s = 0; s < ns; ++s) {
         if (r0 == 0)
