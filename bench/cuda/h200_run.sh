@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf agather
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf agather agather_cross
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -269,6 +269,16 @@ for s in $steps; do
           --m 32,128,512,2048 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
         timeout 200 "$P" --experts 8 --formats mxfp4,nvfp4,mxfp8,e4m3-channel --shapes 14336x4096,4096x14336 \
           --m 8,32,128,512 --dtypes bf16 --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather.log"
+      done
+      ;;
+    agather_cross)  # where the tile gather overtakes the pairs: 6..14 rows an expert, both kernels, for the
+                    # widths in $AG_FORMATS (default: the groups of 32 / 128 of 5-, 6- and 8-bit codes)
+      f=${AG_FORMATS:-affine-5b-g32,affine-5b-g128,affine-6b-g32,affine-6b-g128,affine-8b-g32,affine-8b-g128}
+      for k in gather_qmm_affine_mma gather_qmv_affine_i8; do
+        timeout 200 "$P" --experts 8 --formats $f --shapes 14336x4096 --m 48,64,80,96,112 --dtypes bf16 \
+          --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather_cross.log"
+        timeout 200 "$P" --experts 128 --formats $f --shapes 768x2048 --m 768,1024,1280,1536,1792 --dtypes bf16 \
+          --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather_cross.log"
       done
       ;;
     rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)

@@ -67,10 +67,11 @@ std::string gather_qmm_affine_mma_supports(const Problem& p) {
 // selected from the rows an expert where it overtakes that (tile_rows_an_expert). H100 bf16, this
 // kernel against the pairs at 6 to 16 rows an expert (docs/PERF.md), the crossings: 8 experts of
 // 14336 x 4096: g64 2-bit 9.2, 3-bit 9.4, 4-bit 10, 5-bit 7.4, 6-bit 6.9, 8-bit 7.5; g32 2-bit
-// 7.1, 3-bit 6.3, 4-bit 6.7; g128 2-bit 12.6, 3-bit 12.4, 4-bit 9.8; 128 of 768 x 2048: g64 2-bit
-// 10.2, 4-bit 12.3, 5-bit < 8, 6-bit 9.8, 8-bit 8.8; g32 2/3/4-bit < 8; g128 2-bit 11.1, 3-bit
-// 10.8, 4-bit 12.6. Where the two shapes disagree, the rows between them go to the side that
-// loses less.
+// 7.1, 3-bit 6.3, 4-bit 6.7, 5/6/8-bit < 6; g128 2-bit 12.6, 3-bit 12.4, 4-bit 9.8, 5-bit 6.3,
+// 6-bit 6.2, 8-bit 6.9; 128 of 768 x 2048: g64 2-bit 10.2, 4-bit 12.3, 5-bit < 8, 6-bit 9.8, 8-bit
+// 8.8; g32 2/3/4-bit < 8, 5-bit < 6, 6-bit 6.6, 8-bit 8.6; g128 2-bit 11.1, 3-bit 10.8, 4-bit 12.6,
+// 5-bit 6.6, 6-bit 9.6, 8-bit 8.6. Where the two shapes disagree, the rows between them go to the
+// side that loses less.
 // Against gather_qmv_affine, where the i8 kernel declines, from four (0.41-0.68x at one row an
 // expert, 1.56-2.67x at four).
 static int64_t tile_rows_an_expert(int bits, int group) {
