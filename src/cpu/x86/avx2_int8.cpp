@@ -201,7 +201,9 @@ void packed_tile(const WeightPlan& w, const uint8_t* p, const uint8_t* pf,
     const int64_t g0 = s0 * kGpv;
     // x's per-group factors for the chunk, the same for every row of the tile: 2^e times the
     // plane unit, and the group sums (times kBias where the bias is kBias times the scale). A
-    // partial chunk's lanes past its groups: zero, and zero scales and biases below.
+    // partial chunk's lanes past its groups are zero (a whole half when cnt <= 8: the all-off
+    // mask reads nothing, and every half is written so GCC sees the buffers initialised), and
+    // so are their scales and biases below.
     alignas(32) float xp2[M][16], xsum[M][16];
     for (int half = 0; half < 2; ++half) {
       const int left = cnt - 8 * half;
