@@ -595,6 +595,17 @@ TEST(I8Warps, FewestWavesTimesSteps) {
   EXPECT_EQ(cuda::i8_one_wave_warps(896, 20, kSms, lean, 1), 2);
 }
 
+// qmv_affine_i8 where no count >= 2 fits one wave: 8 warps for 8-bit codes and from 32 steps, 4
+// from 16, else 1.
+TEST(I8Warps, QmvFallback) {
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(8, 10), 8);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 40), 8);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(5, 20), 4);  // K = 5120 in groups of 64
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(2, 16), 4);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(3, 15), 1);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(6, 10), 1);  // K = 5120 in groups of 128
+}
+
 // A gather's warps: the largest power of two with at least 8 of K's steps each, at most 8.
 TEST(I8Warps, GatherTakesEightStepsAWarp) {
   const std::pair<int, int> cases[] = {{1, 1},  {3, 1},  {8, 1},  {15, 1}, {16, 2},

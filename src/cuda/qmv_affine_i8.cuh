@@ -544,10 +544,9 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    // Where no count >= 2 fits one wave: 8 warps for 8-bit codes whatever K (27648 x 5120, 20
-    // steps, 78 registers: f16 M = 1 and 2 1.15-1.25x against 1 warp, docs/PERF.md); a gather's
-    // many blocks, i8_gather_warps.
-    const int fallback = a.ids ? i8_gather_warps(steps) : BITS == 8 || steps >= 32 ? 8 : 1;
+    // Where no count >= 2 fits one wave: qmv_i8_fallback_warps; a gather's many blocks,
+    // i8_gather_warps.
+    const int fallback = a.ids ? i8_gather_warps(steps) : qmv_i8_fallback_warps(BITS, steps);
     const int blocks = static_cast<int>(std::min<int64_t>(int64_t{tiles} * grid_rows, INT32_MAX));
     warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, fallback);
   }
