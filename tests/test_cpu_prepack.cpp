@@ -198,8 +198,9 @@ TEST_F(CpuPrepack, NvFp4EveryScaleByte) {
   const test::Dense x = test::random_dense(DType::f32, 1, k, 13);
   test::Dense y(DType::f32, 1, n);
   y.poison();
+  const std::string kernel = kernel_for(1);  // Context::kernel is a view: the string outlives it
   Context ctx;
-  ctx.kernel = kernel_for(1);
+  ctx.kernel = kernel;
   matmul(x.view(), p, y.mut(), ctx);
   const std::vector<double> want = ref::matmul(x.view(), w);
   const std::vector<double> wd = ref::dequantize(w);
