@@ -25,9 +25,7 @@ inline int i8_warps_for(int tiles, int steps, int min_warps, const char* env) {
 // Warps per block (qmv_affine_i8 and qmm_affine_i8), from the instance's occupancy
 // (blocks_per_sm[w - 1]: blocks of w warps resident per multiprocessor): the most, up to 8 and at
 // most one per step, with which every block is resident at once (one wave); where no count >= 2
-// does, `fallback` (qmv_affine_i8: qmv_i8_fallback_warps, 8 if K has at least 32 steps, 4+ per
-// warp: fine waves beat one wave of 1-warp blocks that leaves half the SMs' warp slots empty,
-// 4-bit g32 on 27648 x 5120: 33.8 us against 44.2; 4 from 16 steps; else 1). H200, 2/4/8 bits x
+// does, `fallback` (qmv_affine_i8: qmv_i8_fallback_warps). H200, 2/4/8 bits x
 // g32/64/128 on 14336x5120 / 5120x14336 / 27648x5120, counts 1/2/4/8 only: the best of them on 25
 // of 27 cells and within 6% on the others; 1.04-1.60x faster than the doubling rule where the
 // counts differ (2-bit g32, 4-bit g32 most; docs/perf-cuda-i8-widths.md). Counts between the powers
@@ -42,7 +40,9 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
 
 // qmv_affine_i8's warps per block where no count >= 2 fits one wave (its i8_one_wave_warps
 // fallback): 8 for 8-bit codes whatever K (27648 x 5120, 20 steps, 78 registers: f16 M = 1 and 2
-// 1.15-1.25x against 1 warp) and where K has 32+ steps; 4 from 16 steps (4+ a warp), 1 below.
+// 1.15-1.25x against 1 warp) and where K has 32+ steps (fine waves beat one wave of 1-warp blocks
+// that leaves half the SMs' warp slots empty: 4-bit g32 on 27648 x 5120, 33.8 us against 44.2); 4
+// from 16 steps (4+ a warp), 1 below.
 // The 16-step rule, H100 bf16 (counts 1/2/4/8 forced on the cells that fell back, docs/PERF.md):
 // 4 warps against 1 on 27648 x 5120 (20 steps) 2-bit g64 M = 1 / 2 1.13 / 1.43x, 3-bit g64 M = 2
 // 1.37x, 5-bit g64 1.14 / 1.28x, 5-bit g128 (g64 geometry) M = 1 1.13x, 6-bit g64 M = 1 1.08x;

@@ -55,18 +55,20 @@ __m256 group_scales(const uint8_t* at, int sz, bool bf16) {
 
 // A row's chunk of up to sixteen group scales (cnt of them) from `at` as two vectors of f32, as
 // group_scales; lanes past the chunk's groups hold whatever follows. nvfp4's E4M3 bytes, at half
-// their value (vnni_affine.cpp group_scales), go through f16 sixteen at a time: (b & 0x7F) << 7
-// is the f16 of 2^-8 times the byte's magnitude, subnormals included; the sign joins at bit 15,
-// the NaN bytes (0x7F, 0xFF) become all ones, and one multiply by 2^7 rescales.
+// their value (vnni_affine.cpp group_scales), go through f16 sixteen at a time as the engine's
+// codes do (simd/avx2.hpp e4m3v: the sign-extended byte shifted by 7 and masked is the f16 of
+// 2^-8 times its value, subnormals included); the NaN bytes (0x7F, 0xFF) become all ones, and
+// one multiply by 2^7 rescales.
 template <bool kE2M1, bool kE4M3>
 [[gnu::always_inline]] inline void group_scales2(const uint8_t* at, int cnt, int sz, bool bf16,
                                                  __m256 (&out)[2]) {
   if constexpr (kE4M3) {
-    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
-    const __m256i em = _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(0x3F80));
-    const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(b, 8), _mm256_set1_epi16(-0x8000));
-    const __m256i nan = _mm256_cmpeq_epi16(em, _mm256_set1_epi16(0x3F80));
-    const __m256i h = _mm256_or_si256(_mm256_or_si256(em, sign), nan);
+    const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+    const __m256i f =
+        _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(static_cast<int16_t>(0xBF80)));
+    const __m256i em = _mm256_set1_epi16(0x3F80);
+    const __m256i h =
+        _mm256_or_si256(f, _mm256_cmpeq_epi16(_mm256_and_si256(f, em), em));  // NaN: all ones
     const __m256 k = _mm256_set1_ps(0x1p7f);
     out[0] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k);
     out[1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k);
