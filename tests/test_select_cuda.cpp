@@ -595,15 +595,29 @@ TEST(I8Warps, FewestWavesTimesSteps) {
   EXPECT_EQ(cuda::i8_one_wave_warps(896, 20, kSms, lean, 1), 2);
 }
 
-// qmv_affine_i8 where no count >= 2 fits one wave: 8 warps for 8-bit codes and from 32 steps, 4
-// from 16, else 1.
+// qmv_affine_i8 where no count >= 2 fits one wave: 8 warps for 8-bit codes; the others the
+// fewest waves times steps a warp, 1-warp blocks included, ties to the fewest waves. Occupancies
+// of the H100's instances (132 SMs; from their registers).
 TEST(I8Warps, QmvFallback) {
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(8, 10), 8);
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 40), 8);
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(5, 20), 4);  // K = 5120 in groups of 64
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(2, 16), 4);
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(3, 15), 1);
-  EXPECT_EQ(cuda::qmv_i8_fallback_warps(6, 10), 1);  // K = 5120 in groups of 128
+  constexpr int kSms = 132;
+  const int r128[cuda::kI8MaxWarps] = {16, 8, 5, 4, 3, 2, 2, 2};  // e.g. 4-bit g64, M = 2
+  const int r144[cuda::kI8MaxWarps] = {12, 6, 4, 3, 2, 2, 1, 1};  // e.g. 3-bit g128, M = 2
+  const int r80[cuda::kI8MaxWarps] = {24, 12, 8, 6, 4, 4, 3, 3};  // e.g. 5-bit g64, M = 1
+  // 27648 rows (1728 tiles), K = 5120 in groups of 64 (20 steps): 1, 2, 4 and 5 warps tie at 20
+  // steps over 1, 2, 4 and 5 waves: one wave of 1-warp blocks.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 1728, 20, kSms, r128), 1);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(2, 1728, 20, kSms, r128), 1);
+  // 3 warps: 2 waves of 7 steps, where 1 and 2 warps take 20.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(5, 1728, 20, kSms, r80), 3);
+  // 14336 rows, groups of 128 (10 steps): 3, 5 and 6 warps tie at 8 over 2, 4 and 4 waves.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(3, 896, 10, kSms, r144), 3);
+  // Groups of 32 (40 steps): 8 warps, 7 waves of 5 steps.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(3, 1728, 40, kSms, r128), 8);
+  // 8-bit codes: 8 whatever the occupancy; no step or no resident block: 1.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(8, 1728, 10, kSms, r128), 8);
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 1728, 0, kSms, r128), 1);
+  const int none[cuda::kI8MaxWarps] = {};
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 1728, 20, kSms, none), 1);
 }
 
 // A gather's warps: the largest power of two with at least 8 of K's steps each, at most 8.

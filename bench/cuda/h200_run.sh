@@ -101,6 +101,32 @@ for s in $steps; do
       done
       unset QUANTA_QMV_I8_WARPS QUANTA_QMV_RD_WARPS
       ;;
+    i8_fallback)  # qmv_affine_i8's warp count where no count fits one wave: auto against 1 / 4 / 8 forced,
+                  # two rounds, on the widths whose K = 5120 / 14336 in their groups give 16..31 steps
+      f=affine-2b-g64,affine-3b-g64,affine-5b-g64,affine-6b-g64,affine-5b-g128,affine-4b-g64,affine-8b-g64
+      for r in 1 2; do
+        for w in auto 1 4 8; do
+          if [ $w = auto ]; then unset QUANTA_QMV_I8_WARPS; else export QUANTA_QMV_I8_WARPS=$w; fi
+          timeout 150 "$P" --formats $f --shapes 27648x5120,14336x5120,5120x14336 --m 1,2 --dtypes bf16 \
+            --kernel qmv_affine_i8 --no-cublas --check 2>&1 | grep -vE '^device|^kernel' | sed "s|^|w=$w r=$r |"
+        done
+      done | tee "$OUT/i8_fallback.log"
+      unset QUANTA_QMV_I8_WARPS
+      ;;
+    i8_counts)  # every warp count 1..8 forced beside auto (twice), for the fallback's rule, and the
+                # registers of every qmv_affine_i8 instance (their occupancy)
+      cuobjdump --dump-resource-usage "$P" 2>/dev/null | grep --no-group-separator -A1 qmv_affine_i8_kernel \
+        | paste - - | sed -E 's/.*Function ([^:]*):.*REG:([0-9]+).*SHARED:([0-9]+).*/\1 \2 \3/' \
+        | c++filt >"$OUT/i8_regs.txt"
+      echo "i8 instances: $(wc -l <"$OUT/i8_regs.txt")"
+      f=${I8C_FORMATS:-affine-2b-g32,affine-2b-g64,affine-2b-g128,affine-3b-g32,affine-3b-g64,affine-3b-g128,affine-4b-g32,affine-4b-g64,affine-4b-g128,affine-5b-g32,affine-5b-g64,affine-5b-g128,affine-6b-g32,affine-6b-g64,affine-6b-g128}
+      for w in auto 1 2 3 4 5 6 8 auto; do
+        if [ $w = auto ]; then unset QUANTA_QMV_I8_WARPS; else export QUANTA_QMV_I8_WARPS=$w; fi
+        timeout 100 "$P" --formats $f --shapes ${I8C_SHAPES:-27648x5120,14336x5120} --m 1,2 --dtypes bf16 \
+          --kernel qmv_affine_i8 --no-cublas 2>&1 | grep -vE '^device|^kernel' | sed "s|^|w=$w |"
+      done | tee "$OUT/i8_counts.log" | tail -3
+      unset QUANTA_QMV_I8_WARPS
+      ;;
     wgmma_sweep)  # qmm_affine_wgmma's work split: CUTLASS's heuristic, data-parallel, stream-K, split-K
       for cfg in D0 D1 D2 S2 S3 S4 S6 S8; do
         case $cfg in D*) export QUANTA_QMM_WGMMA_DECOMPOSITION=${cfg#D} QUANTA_QMM_WGMMA_SPLITS=1 ;;

@@ -38,19 +38,44 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
   return fallback;
 }
 
+// The count w in [min_warps, 8] (at most one per step) that minimises the waves of blocks times
+// the steps each warp runs, ceil(tiles / (sms · blocks_per_sm)) · ceil(steps / w), since a partial
+// last wave costs a whole one; on a tie the later (larger) count where tie_wins(its waves, the
+// best's waves). 0 where no count has a resident block.
+template <class TieWins>
+int i8_least_cost_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
+                        int min_warps, TieWins tie_wins) {
+  int best = 0;
+  int64_t best_cost = 0, best_waves = 0;
+  for (int w = min_warps; w <= kI8MaxWarps && w <= steps; ++w) {
+    const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm[w - 1];
+    if (resident <= 0) continue;
+    const int64_t waves = (tiles + resident - 1) / resident;
+    const int64_t cost = waves * ((steps + w - 1) / w);
+    if (best == 0 || cost < best_cost || (cost == best_cost && tie_wins(waves, best_waves)))
+      best = w, best_cost = cost, best_waves = waves;
+  }
+  return best;
+}
+
 // qmv_affine_i8's warps per block where no count >= 2 fits one wave (its i8_one_wave_warps
-// fallback): 8 for 8-bit codes whatever K (27648 x 5120, 20 steps, 78 registers: f16 M = 1 and 2
-// 1.15-1.25x against 1 warp) and where K has 32+ steps (fine waves beat one wave of 1-warp blocks
-// that leaves half the SMs' warp slots empty: 4-bit g32 on 27648 x 5120, 33.8 us against 44.2); 4
-// from 16 steps (4+ a warp), 1 below.
-// The 16-step rule, H100 bf16 (counts 1/2/4/8 forced on the cells that fell back, docs/PERF.md):
-// 4 warps against 1 on 27648 x 5120 (20 steps) 2-bit g64 M = 1 / 2 1.13 / 1.43x, 3-bit g64 M = 2
-// 1.37x, 5-bit g64 1.14 / 1.28x, 5-bit g128 (g64 geometry) M = 1 1.13x, 6-bit g64 M = 1 1.08x;
-// on 14336 x 5120 at M = 2 2/3/5-bit g64 1.07-1.13x; 0.96-0.97x on two cells (3-bit g64 M = 1,
-// 6-bit g64 M = 2 on 27648 x 5120).
-inline int qmv_i8_fallback_warps(int bits, int steps) {
-  if (bits == 8 || steps >= 32) return 8;
-  return steps >= 16 ? 4 : 1;
+// fallback). 8-bit codes take 8 (27648 x 5120, 20 steps, 78 registers: f16 M = 1 and 2 1.15-1.25x
+// against 1 warp; bf16 1.06-1.09x against 4). The other widths take the count 1..8 with the
+// fewest waves times steps a warp (i8_least_cost_warps), 1-warp blocks among them, and on a tie
+// the fewest waves (one wave of 1-warp blocks runs no tail and no reduction across warps: int4
+// g64 M = 2 on 27648 x 5120 29.2 us against 32.1 with 4 warps). H100 bf16, 2-6 bits x
+// g32/64/128, M = 1 and 2, counts 1..8 forced on 27648 x 5120 and 14336 x 5120 and, held out,
+// 18944 x 3584, 28672 x 4096 and 32000 x 4096 (docs/PERF.md): on the cells that fall back, 1.01 /
+// 1.04x the best count on geometric mean, where the rule before (4 from 16 steps, 8 from 32, else
+// 1) ran 1.04 / 1.06x and up to 1.30x (3-bit g128 M = 2: 1 warp for its 10 steps); up to 1.25x
+// remains (2-bit g128 on 28672 x 4096: the least cost is 8 warps of one step each).
+inline int qmv_i8_fallback_warps(int bits, int tiles, int steps, int sms,
+                                 const int (&blocks_per_sm)[kI8MaxWarps]) {
+  if (bits == 8) return kI8MaxWarps;
+  const int w =
+      i8_least_cost_warps(tiles, std::max(1, steps), sms, blocks_per_sm, 1,
+                          [](int64_t waves, int64_t best_waves) { return waves < best_waves; });
+  return w > 0 ? w : 1;
 }
 
 // Warps per block for a gather whose blocks do not fit one wave (gather_qmv_affine_i8: a grid row
@@ -67,26 +92,18 @@ inline int i8_gather_warps(int steps) {
 
 // Warps per block from the instance's occupancy (blocks_per_sm[w - 1]: blocks of w warps resident
 // per multiprocessor): the count w >= 2 (at most one per step) that minimises the waves of blocks
-// times the steps each warp runs, ceil(tiles / (sms · blocks_per_sm)) · ceil(steps / w), since a
-// partial last wave costs a whole one; `fallback` where none fits. On a tie: one wave (the most
-// warps that fit it, as i8_one_wave_warps), else for 2-bit codes the most warps and for the
-// others the fewest waves. E.g. 4-bit g32 bf16 (6 blocks of 2 warps per SM, 4 of 3) on
+// times the steps each warp runs (i8_least_cost_warps); `fallback` where none fits. On a tie: one
+// wave (the most warps that fit it, as i8_one_wave_warps), else for 2-bit codes the most warps and
+// for the others the fewest waves. E.g. 4-bit g32 bf16 (6 blocks of 2 warps per SM, 4 of 3) on
 // 14336x5120 takes 3 warps in 2 waves (14 steps a warp) over 2 in 2 (20 steps): 31 against 43 us.
 // H200, M = 3, 4, 8, every width, three shapes (docs/PERF.md).
 inline int xc_wave_warps(int bits, int tiles, int steps, int sms,
                          const int (&blocks_per_sm)[kI8MaxWarps], int fallback) {
-  int best = 0;
-  int64_t best_cost = 0, best_waves = 0;
-  for (int w = 2; w <= kI8MaxWarps && w <= steps; ++w) {  // counts rise: a later one has more
-    const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm[w - 1];
-    if (resident <= 0) continue;
-    const int64_t waves = (tiles + resident - 1) / resident;
-    const int64_t cost = waves * ((steps + w - 1) / w);
-    const bool tie_wins = waves == 1 || (best_waves > 1 && (bits == 2 || waves < best_waves));
-    if (best == 0 || cost < best_cost || (cost == best_cost && tie_wins))
-      best = w, best_cost = cost, best_waves = waves;
-  }
-  return best > 0 ? best : fallback;
+  const int w = i8_least_cost_warps(
+      tiles, steps, sms, blocks_per_sm, 2, [bits](int64_t waves, int64_t best_waves) {
+        return waves == 1 || (best_waves > 1 && (bits == 2 || waves < best_waves));
+      });
+  return w > 0 ? w : fallback;
 }
 
 }  // namespace quanta::cuda

@@ -546,8 +546,10 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
     if (occ.error != cudaSuccess) return occ.error;
     // Where no count >= 2 fits one wave: qmv_i8_fallback_warps; a gather's many blocks,
     // i8_gather_warps.
-    const int fallback = a.ids ? i8_gather_warps(steps) : qmv_i8_fallback_warps(BITS, steps);
     const int blocks = static_cast<int>(std::min<int64_t>(int64_t{tiles} * grid_rows, INT32_MAX));
+    const int fallback =
+        a.ids ? i8_gather_warps(steps)
+              : qmv_i8_fallback_warps(BITS, blocks, steps, occ.sms, occ.blocks_per_sm);
     warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, fallback);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
