@@ -268,9 +268,13 @@ struct V {
                                     _mm_set1_epi16(static_cast<int16_t>(0xbf80)));
     return _mm256_cvtph_ps(h);
   }
-  static void e4m3v2(const uint8_t* p, F& a, F& b) {  // e4m3v of the 2W codes at p
-    a = e4m3v(p);
-    b = e4m3v(p + W);
+  // e4m3v of the 2W codes at p, as two vectors: one widening, shift and mask for both halves.
+  static void e4m3v2(const uint8_t* p, F& a, F& b) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(raw), 7),
+                                       _mm256_set1_epi16(static_cast<int16_t>(0xbf80)));
+    a = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    b = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
   // Whether any of the 4W codes at p is an E4M3FN NaN (0x7f / 0xff).
   static bool e4m3_nan4(const uint8_t* p) {
