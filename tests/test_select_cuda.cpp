@@ -596,17 +596,20 @@ TEST(I8Warps, FewestWavesTimesSteps) {
 }
 
 // qmv_affine_i8 where no count >= 2 fits one wave: 8 warps for 8-bit codes; the others the
-// fewest waves times steps a warp, 1-warp blocks included, ties to the fewest waves. Occupancies
-// of the H100's instances (132 SMs; from their registers).
+// fewest waves times steps a warp, 1-warp blocks included and 2+ steps a warp, ties to the
+// fewest waves. Occupancies of the H100's instances (132 SMs; from their registers).
 TEST(I8Warps, QmvFallback) {
   constexpr int kSms = 132;
   const int r128[cuda::kI8MaxWarps] = {16, 8, 5, 4, 3, 2, 2, 2};  // e.g. 4-bit g64, M = 2
   const int r144[cuda::kI8MaxWarps] = {12, 6, 4, 3, 2, 2, 1, 1};  // e.g. 3-bit g128, M = 2
   const int r80[cuda::kI8MaxWarps] = {24, 12, 8, 6, 4, 4, 3, 3};  // e.g. 5-bit g64, M = 1
   // 27648 rows (1728 tiles), K = 5120 in groups of 64 (20 steps): 1, 2, 4 and 5 warps tie at 20
-  // steps over 1, 2, 4 and 5 waves: one wave of 1-warp blocks.
+  // steps over 1, 2, 4 and 5 waves.
   EXPECT_EQ(cuda::qmv_i8_fallback_warps(4, 1728, 20, kSms, r128), 1);
   EXPECT_EQ(cuda::qmv_i8_fallback_warps(2, 1728, 20, kSms, r128), 1);
+  // 28672 rows (1792 tiles), 8 steps: 8 warps would take 7 waves of 1 step (7), but a warp runs
+  // 2+ steps; 1, 2 and 4 warps tie at 8.
+  EXPECT_EQ(cuda::qmv_i8_fallback_warps(2, 1792, 8, kSms, r128), 1);
   // 3 warps: 2 waves of 7 steps, where 1 and 2 warps take 20.
   EXPECT_EQ(cuda::qmv_i8_fallback_warps(5, 1728, 20, kSms, r80), 3);
   // 14336 rows, groups of 128 (10 steps): 3, 5 and 6 warps tie at 8 over 2, 4 and 4 waves.

@@ -38,16 +38,16 @@ inline int i8_one_wave_warps(int tiles, int steps, int sms, const int (&blocks_p
   return fallback;
 }
 
-// The count w in [min_warps, 8] (at most one per step) that minimises the waves of blocks times
+// The count w in [min_warps, max_warps] (max_warps <= 8) that minimises the waves of blocks times
 // the steps each warp runs, ceil(tiles / (sms · blocks_per_sm)) · ceil(steps / w), since a partial
 // last wave costs a whole one; on a tie the later (larger) count where tie_wins(its waves, the
 // best's waves). 0 where no count has a resident block.
 template <class TieWins>
 int i8_least_cost_warps(int tiles, int steps, int sms, const int (&blocks_per_sm)[kI8MaxWarps],
-                        int min_warps, TieWins tie_wins) {
+                        int min_warps, int max_warps, TieWins tie_wins) {
   int best = 0;
   int64_t best_cost = 0, best_waves = 0;
-  for (int w = min_warps; w <= kI8MaxWarps && w <= steps; ++w) {
+  for (int w = min_warps; w <= std::min(max_warps, kI8MaxWarps); ++w) {
     const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm[w - 1];
     if (resident <= 0) continue;
     const int64_t waves = (tiles + resident - 1) / resident;
@@ -60,20 +60,22 @@ int i8_least_cost_warps(int tiles, int steps, int sms, const int (&blocks_per_sm
 
 // qmv_affine_i8's warps per block where no count >= 2 fits one wave (its i8_one_wave_warps
 // fallback). 8-bit codes take 8 (27648 x 5120, 20 steps, 78 registers: f16 M = 1 and 2 1.15-1.25x
-// against 1 warp; bf16 1.06-1.09x against 4). The other widths take the count 1..8 with the
-// fewest waves times steps a warp (i8_least_cost_warps), 1-warp blocks among them, and on a tie
-// the fewest waves (one wave of 1-warp blocks runs no tail and no reduction across warps: int4
-// g64 M = 2 on 27648 x 5120 29.2 us against 32.1 with 4 warps). H100 bf16, 2-6 bits x
-// g32/64/128, M = 1 and 2, counts 1..8 forced on 27648 x 5120 and 14336 x 5120 and, held out,
-// 18944 x 3584, 28672 x 4096 and 32000 x 4096 (docs/PERF.md): on the cells that fall back, 1.01 /
-// 1.04x the best count on geometric mean, where the rule before (4 from 16 steps, 8 from 32, else
-// 1) ran 1.04 / 1.06x and up to 1.30x (3-bit g128 M = 2: 1 warp for its 10 steps); up to 1.25x
-// remains (2-bit g128 on 28672 x 4096: the least cost is 8 warps of one step each).
+// against 1 warp; bf16 1.06-1.09x against 4). The other widths take the count with the fewest
+// waves times steps a warp (i8_least_cost_warps), 1-warp blocks among them, at least 2 steps a
+// warp (one step leaves no load in flight behind the math: 2-bit g128 on 28672 x 4096, 8 warps
+// of 1 step 19.4 us against 15.5 for 1 warp of 8), and on a tie the fewest waves (one wave of
+// 1-warp blocks runs no tail and no reduction across warps: int4 g64 M = 2 on 27648 x 5120 29.2
+// us against 32.1 with 4 warps). H100 bf16, 2-6 bits x g32/64/128, M = 1 and 2, counts 1..8
+// forced on 27648 x 5120 and 14336 x 5120 (fitted), 18944 x 3584, 28672 x 4096 and 32000 x 4096
+// (held out, then fitted), 24576 x 4096, 29568 x 8192 and 49152 x 2048 (held out): on the cells
+// that fall back 1.01 / 1.03 / 1.02x the best count on geometric mean, at worst 1.12 / 1.19 /
+// 1.16x, where the rule before (4 from 16 steps, 8 from 32, else 1) ran 1.04 / 1.06 / 1.06x and
+// up to 1.34x (docs/PERF.md).
 inline int qmv_i8_fallback_warps(int bits, int tiles, int steps, int sms,
                                  const int (&blocks_per_sm)[kI8MaxWarps]) {
   if (bits == 8) return kI8MaxWarps;
   const int w =
-      i8_least_cost_warps(tiles, std::max(1, steps), sms, blocks_per_sm, 1,
+      i8_least_cost_warps(tiles, steps, sms, blocks_per_sm, 1, std::max(1, steps - 1),
                           [](int64_t waves, int64_t best_waves) { return waves < best_waves; });
   return w > 0 ? w : 1;
 }
@@ -100,7 +102,7 @@ inline int i8_gather_warps(int steps) {
 inline int xc_wave_warps(int bits, int tiles, int steps, int sms,
                          const int (&blocks_per_sm)[kI8MaxWarps], int fallback) {
   const int w = i8_least_cost_warps(
-      tiles, steps, sms, blocks_per_sm, 2, [bits](int64_t waves, int64_t best_waves) {
+      tiles, steps, sms, blocks_per_sm, 2, steps, [bits](int64_t waves, int64_t best_waves) {
         return waves == 1 || (best_waves > 1 && (bits == 2 || waves < best_waves));
       });
   return w > 0 ? w : fallback;
