@@ -114,19 +114,21 @@ for s in $steps; do
       unset QUANTA_QMV_I8_WARPS
       ;;
     i8_counts)  # every warp count 1..8 forced beside auto (twice), for the fallback's rule, and the
-                # registers of every qmv_affine_i8 instance (their occupancy); I8C_COUNTS / I8C_SHAPES /
-                # I8C_FORMATS narrow it, I8C_CHECK=1 checks every row against the oracle
-      cuobjdump --dump-resource-usage "$P" 2>/dev/null | grep --no-group-separator -A1 qmv_affine_i8_kernel \
+                # registers of every instance (their occupancy); I8C_COUNTS / I8C_SHAPES / I8C_FORMATS /
+                # I8C_M narrow it, I8C_CHECK=1 checks every row against the oracle, I8C_KERNEL=
+                # qmm_affine_i8 (with I8C_ENV=QUANTA_QMM_I8_WARPS) sweeps that kernel instead
+      k=${I8C_KERNEL:-qmv_affine_i8} e=${I8C_ENV:-QUANTA_QMV_I8_WARPS}
+      cuobjdump --dump-resource-usage "$P" 2>/dev/null | grep --no-group-separator -A1 "${k}_kernel" \
         | paste - - | sed -E 's/.*Function ([^:]*):.*REG:([0-9]+).*SHARED:([0-9]+).*/\1 \2 \3/' \
         | c++filt >"$OUT/i8_regs.txt"
-      echo "i8 instances: $(wc -l <"$OUT/i8_regs.txt")"
+      echo "$k instances: $(wc -l <"$OUT/i8_regs.txt")"
       f=${I8C_FORMATS:-affine-2b-g32,affine-2b-g64,affine-2b-g128,affine-3b-g32,affine-3b-g64,affine-3b-g128,affine-4b-g32,affine-4b-g64,affine-4b-g128,affine-5b-g32,affine-5b-g64,affine-5b-g128,affine-6b-g32,affine-6b-g64,affine-6b-g128}
       for w in ${I8C_COUNTS:-auto 1 2 3 4 5 6 8 auto}; do
-        if [ $w = auto ]; then unset QUANTA_QMV_I8_WARPS; else export QUANTA_QMV_I8_WARPS=$w; fi
-        timeout 100 "$P" --formats $f --shapes ${I8C_SHAPES:-27648x5120,14336x5120} --m 1,2 --dtypes bf16 \
-          --kernel qmv_affine_i8 --no-cublas ${I8C_CHECK:+--check} 2>&1 | grep -vE '^device|^kernel' | sed "s|^|w=$w |"
+        if [ $w = auto ]; then unset $e; else export $e=$w; fi
+        timeout 100 "$P" --formats $f --shapes ${I8C_SHAPES:-27648x5120,14336x5120} --m ${I8C_M:-1,2} --dtypes bf16 \
+          --kernel $k --no-cublas ${I8C_CHECK:+--check} 2>&1 | grep -vE '^device|^kernel' | sed "s|^|w=$w |"
       done | tee "$OUT/i8_counts.log" | tail -3
-      unset QUANTA_QMV_I8_WARPS
+      unset $e
       ;;
     wgmma_sweep)  # qmm_affine_wgmma's work split: CUTLASS's heuristic, data-parallel, stream-K, split-K
       for cfg in D0 D1 D2 S2 S3 S4 S6 S8; do
