@@ -101,18 +101,6 @@ for s in $steps; do
       done
       unset QUANTA_QMV_I8_WARPS QUANTA_QMV_RD_WARPS
       ;;
-    i8_fallback)  # qmv_affine_i8's warp count where no count fits one wave: auto against 1 / 4 / 8 forced,
-                  # two rounds, on the widths whose K = 5120 / 14336 in their groups give 16..31 steps
-      f=affine-2b-g64,affine-3b-g64,affine-5b-g64,affine-6b-g64,affine-5b-g128,affine-4b-g64,affine-8b-g64
-      for r in 1 2; do
-        for w in auto 1 4 8; do
-          if [ $w = auto ]; then unset QUANTA_QMV_I8_WARPS; else export QUANTA_QMV_I8_WARPS=$w; fi
-          timeout 150 "$P" --formats $f --shapes 27648x5120,14336x5120,5120x14336 --m 1,2 --dtypes bf16 \
-            --kernel qmv_affine_i8 --no-cublas --check 2>&1 | grep -vE '^device|^kernel' | sed "s|^|w=$w r=$r |"
-        done
-      done | tee "$OUT/i8_fallback.log"
-      unset QUANTA_QMV_I8_WARPS
-      ;;
     i8_counts)  # every warp count 1..8 forced beside auto (twice), for the fallback's rule, and the
                 # registers of every instance (their occupancy); I8C_COUNTS / I8C_SHAPES / I8C_FORMATS /
                 # I8C_M narrow it, I8C_CHECK=1 checks every row against the oracle, I8C_KERNEL=
