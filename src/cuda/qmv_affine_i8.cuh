@@ -544,13 +544,13 @@ cudaError_t launch_qmv_affine_i8_on(const I8Args& a, int warps, cudaStream_t str
     static const I8Occupancy occ =
         i8_occupancy(qmv_affine_i8_kernel<T, BITS, RG, MT, G>, MT * kI8Rows * sizeof(float));
     if (occ.error != cudaSuccess) return occ.error;
-    // Where no count >= 2 fits one wave: qmv_i8_fallback_warps; a gather's many blocks,
+    // Where no count >= 2 fits one wave (0): qmv_i8_fallback_warps; a gather's many blocks,
     // i8_gather_warps.
     const int blocks = static_cast<int>(std::min<int64_t>(int64_t{tiles} * grid_rows, INT32_MAX));
-    const int fallback =
-        a.ids ? i8_gather_warps(steps)
-              : qmv_i8_fallback_warps(BITS, blocks, steps, occ.sms, occ.blocks_per_sm);
-    warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, fallback);
+    warps = i8_one_wave_warps(blocks, steps, occ.sms, occ.blocks_per_sm, 0);
+    if (warps == 0)
+      warps = a.ids ? i8_gather_warps(steps)
+                    : qmv_i8_fallback_warps(BITS, blocks, steps, occ.sms, occ.blocks_per_sm);
   }
   const int threads = a.k / I8Unit<BITS>::kCodes;
   const dim3 prepass_grid((threads + 127) / 128, a.passes.pass ? grid_rows * MT : a.m);
