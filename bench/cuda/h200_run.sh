@@ -2,7 +2,7 @@
 # One call on the GPU machine: the CUDA tests, compute-sanitizer, and the probe tables. The
 # binaries are built on the dev machine and carried in $DEVRUN (with libfmt); see
 # docs/perf-cuda.md for how they are made. Steps: any of tests sanitizer m1 all large wgmma dq
-# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf rfsrc l1 ab knpack small checkonly gguf agather agather_cross
+# m1_warps wgmma_sweep quick prof stalls source api extra wgrf wgrfprof rf ksrc l1 ab knpack small checkonly gguf agather agather_cross
 # (default: tests sanitizer m1 all
 # large). Logs go to $OUT (one file per step).
 source "$(dirname "$0")/devrun_env.sh"
@@ -298,12 +298,22 @@ for s in $steps; do
           --kernel $k --check --no-cublas --replays 10 2>&1 | grep -vE '^device|^kernel' | tee -a "$OUT/agather_cross.log"
       done
       ;;
-    rfsrc)  # per-SASS-instruction stall samples of qmm_affine_rf at M = 16 (CSV)
-      timeout 300 ncu --clock-control none --kernel-name regex:qmm_affine_rf --launch-skip 5 --launch-count 1 \
+    ksrc)  # one kernel under Nsight Compute: stall reasons per issued instruction, and per-SASS-instruction
+           # samples (CSV); KSRC_KERNEL (default qmm_affine_rf), KSRC_M (16), KSRC_FORMAT (affine-4b-g64),
+           # KSRC_DTYPE (f16), KSRC_SHAPE (14336x5120)
+      k=${KSRC_KERNEL:-qmm_affine_rf} m=${KSRC_M:-16}
+      args="--kernel $k --formats ${KSRC_FORMAT:-affine-4b-g64} --shapes ${KSRC_SHAPE:-14336x5120} --m $m"
+      args="$args --dtypes ${KSRC_DTYPE:-f16} --no-cublas --replays 2"
+      timeout 200 ncu --clock-control none --kernel-name regex:"${k}_kernel" --launch-skip 5 --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.per_cycle_active,launch__registers_per_thread' \
+        "$P" $args >"$OUT/${k}_m${m}_stalls.log" 2>&1
+      echo "ncu $k M=$m stalls rc=$?"
+      grep -E "stalled|cycles_elapsed|inst_executed|duration|dram__|issue_active|warps_active|registers" "$OUT/${k}_m${m}_stalls.log" \
+        | awk '$NF+0 > 0.05 || /elapsed|inst|duration|dram|issue|warps_active|registers/' | head -40
+      timeout 300 ncu --clock-control none --kernel-name regex:"${k}_kernel" --launch-skip 5 --launch-count 1 \
         --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-        "$P" --kernel qmm_affine_rf --shapes 14336x5120 --m 16 --dtypes f16 --no-cublas --replays 2 \
-        >"$OUT/rf_source.csv" 2>&1
-      echo "ncu rf source rc=$? lines $(wc -l <"$OUT/rf_source.csv")"
+        "$P" $args >"$OUT/${k}_m${m}_source.csv" 2>&1
+      echo "ncu $k M=$m source rc=$? lines $(wc -l <"$OUT/${k}_m${m}_source.csv")"
       ;;
     ab)  # the same probe rows from the binary in $OLD (an earlier commit's build) and this one, alternating
          # (AB_M: the rows of x, default 5,8,16,32 for int4 and 4,8,16,32 for fp4)

@@ -18,7 +18,9 @@
 // permutes in i8_pos order, which the pre-pass follows.
 // B column n of tile t is row 4t + n/2 of x, plane n%2; C[g][2q..2q+1] held by lane (g, q) is
 // (H, L) of row 4t+q of x, so every lane applies the scale of its rows of W to its rows of x.
-// x's planes come from a pre-pass (qmm_x_planes) in that B order.
+// x's planes come from a pre-pass (qmm_x_planes) in that B order. At M = 3..4 they are as many
+// bytes as the codes, read through L1 at every step: 4-bit codes are marked for eviction first,
+// and for groups of 64 a step's B fragments load one step ahead (xc_evict_first, xc_b_ahead).
 // With four tiles, a sum c of the mma (|c| <= 255 * 127 * 128 < 2^22) plus 0x4B400000 reads as
 // the f32 1.5 * 2^23 + c, so H + L/256 is two IADD, one FADD and one FMA, rounded once as
 // fmaf(float(L), 1/256, float(H)): the four I2F per group and tile run at 1/8 of the FP32 rate.
@@ -149,6 +151,21 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   }
 }
 
+// Codes loaded L1::evict_first, so x's planes (as many bytes as the codes at M = 4) stay in L1:
+// 4-bit codes on one column tile. H100, M = 3, 4, g32 / g64 / g128, f16 / bf16, the three
+// headline shapes: 0.99-1.09x, geometric mean 1.04x (docs/PERF.md).
+constexpr bool xc_evict_first(int bits, int nt) {
+  return bits == 4 && nt == 1;
+}
+
+// B fragments and (d, X) of a warp's next step loaded during this one, the code ring halved to
+// pay for their registers (120-124, was 128): 4-bit groups of 64 on one column tile. With the
+// eviction hint, against it alone: 1.02-1.12x where K = 5120, 0.94-0.98x at 5120 x 14336; groups
+// of 128 and 32 lost (0.79-1.0x).
+constexpr bool xc_b_ahead(int bits, int group, int nt) {
+  return bits == 4 && group == 64 && nt == 1;
+}
+
 // Register caps (blocks of 8 warps resident per SM): two and four column tiles at 128. Two
 // uncapped took 140 and ran 13% slower on 14336 x 5120 (docs/PERF.md); four spill 16-80 bytes
 // at 128 and take 140 uncapped, where 5-bit f16 ran 1.7x slower on two of the three shapes.
@@ -163,9 +180,11 @@ constexpr int xc_min_blocks() {
 template <class T, int BITS, int G, int NT, int SG = G>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     qmm_affine_i8_kernel(XcArgs a) {
+  constexpr bool BA = xc_b_ahead(BITS, G, NT), kEF = xc_evict_first(BITS, NT);
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = XcGeom<BITS, G>;
-  constexpr int W = Geom::kLaneWords, DS = Geom::kDepth, R = Geom::kRegs, LW = Geom::kLoadWords;
+  constexpr int W = Geom::kLaneWords, DS = BA ? std::max(1, Geom::kDepth / 2) : Geom::kDepth,
+                R = Geom::kRegs, LW = Geom::kLoadWords;
   // 3/5/6 bits, and four column tiles, unpack and refill a group at a time: all four groups
   // unpacked before the refill spilled 88-272 bytes at 3/5/6 bits with two column tiles, and
   // 136-152 bytes (8-bit g64, 4-bit g64) with four.
@@ -196,8 +215,8 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
   uint2 ring_sb[DS][4];                         // s and b of rows g, g+8: 4 values of T each
   auto load_group = [&](int s, int u, int i) {  // codes of group i of step s
     const int64_t off = static_cast<int64_t>(4 * s + i) * Geom::kGroupBytes;
-    i8_load_piece<W, LW>(w_lo + off, ring_lo[u][i]);
-    i8_load_piece<W, LW>(w_hi + off, ring_hi[u][i]);
+    i8_load_piece<W, LW, kEF>(w_lo + off, ring_lo[u][i]);
+    i8_load_piece<W, LW, kEF>(w_hi + off, ring_hi[u][i]);
   };
   auto load_sb = [&](int s, int u) {  // a step's 4 / kShare values of T of each
     const int64_t off = static_cast<int64_t>(s) * 8 / kShare;
@@ -240,6 +259,37 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     b_src[t] = a.planes + (static_cast<int64_t>(b_live[t] ? m : 0) * groups) * Geom::kPlaneWords +
                (q * 2 + (g & 1)) * R;
   }
+  auto load_b = [&](int t, int grp, uint32_t(&b)[R]) {  // B fragment of tile t, group grp
+    const uint32_t* bs = b_src[t] + static_cast<int64_t>(grp) * Geom::kPlaneWords;
+    if constexpr (R % 4 == 0) {
+#pragma unroll
+      for (int j = 0; j < R; j += 4) {
+        const uint4 v =
+            b_live[t] ? *reinterpret_cast<const uint4*>(bs + j) : make_uint4(0u, 0u, 0u, 0u);
+        b[j] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
+      }
+    } else {
+      static_assert(R == 2);
+      const uint2 v = b_live[t] ? *reinterpret_cast<const uint2*>(bs) : make_uint2(0u, 0u);
+      b[0] = v.x, b[1] = v.y;
+    }
+  };
+  // BA: B fragments and (d, X) of the warp's next step load during this one (one tile only).
+  uint32_t b_now[BA ? 4 : 1][BA ? R : 1];
+  float2 dx_now[BA ? 4 : 1];
+  auto load_step_b = [&](int s, uint32_t(&bb)[BA ? 4 : 1][BA ? R : 1], float2(&dd)[BA ? 4 : 1]) {
+    if constexpr (BA) {
+      const bool live = q < a.m;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        load_b(0, 4 * s + i, bb[i]);
+        dd[i] = live ? a.gx[static_cast<int64_t>(q) * groups + 4 * s + i] : make_float2(0.f, 0.f);
+      }
+    }
+  };
+  if constexpr (BA) {
+    if (warp < steps) load_step_b(warp, b_now, dx_now);
+  }
   // The i-th value of T in a uint2 of 4, as f32.
   auto value = [](const uint2& v, int i) {
     const uint32_t w = i < 2 ? v.x : v.y;
@@ -269,6 +319,11 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
 #pragma unroll
         for (int v = 0; v < 4; ++v) sb[i][v] = value(ring_sb[u][v], i / kShare);
       }
+      uint32_t b_next[BA ? 4 : 1][BA ? R : 1];
+      float2 dx_next[BA ? 4 : 1];
+      if constexpr (BA) {
+        if (s + warps < steps) load_step_b(s + warps, b_next, dx_next);
+      }
       const int next = s + DS * warps;
       if constexpr (!kPerGroup) {
         load(next, u);  // refill, DS steps ahead
@@ -288,18 +343,11 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           uint32_t b[R];
-          const uint32_t* bs = b_src[t] + static_cast<int64_t>(grp) * Geom::kPlaneWords;
-          if constexpr (R % 4 == 0) {
+          if constexpr (BA) {
 #pragma unroll
-            for (int j = 0; j < R; j += 4) {
-              const uint4 v =
-                  b_live[t] ? *reinterpret_cast<const uint4*>(bs + j) : make_uint4(0u, 0u, 0u, 0u);
-              b[j] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
-            }
+            for (int r = 0; r < R; ++r) b[r] = b_now[i][r];
           } else {
-            static_assert(R == 2);
-            const uint2 v = b_live[t] ? *reinterpret_cast<const uint2*>(bs) : make_uint2(0u, 0u);
-            b[0] = v.x, b[1] = v.y;
+            load_b(t, grp, b);
           }
           int c[4] = {};
 #pragma unroll
@@ -309,7 +357,7 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
           // c[0], c[1] = H, L of row g of W and row 4t + q of x; c[2], c[3] of row g + 8.
           const int m = 4 * t + q;
           if (m < a.m) {
-            const float2 dx = a.gx[static_cast<int64_t>(m) * groups + grp];
+            const float2 dx = BA ? dx_now[i] : a.gx[static_cast<int64_t>(m) * groups + grp];
             float v_lo, v_hi;
             if constexpr (NT > 2) {  // the I2F-free sums (header)
               v_lo = dx.x * fmaf(__int_as_float(c[1] + kMagic), 1.0f / 256.0f,
@@ -323,6 +371,14 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
             acc[t][0] = fmaf(sb[i][0], v_lo, fmaf(sb[i][1], dx.y, acc[t][0]));
             acc[t][1] = fmaf(sb[i][2], v_hi, fmaf(sb[i][3], dx.y, acc[t][1]));
           }
+        }
+      }
+      if constexpr (BA) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          dx_now[i] = dx_next[i];
+#pragma unroll
+          for (int r = 0; r < R; ++r) b_now[i][r] = b_next[i][r];
         }
       }
     }
