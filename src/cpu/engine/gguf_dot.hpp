@@ -33,6 +33,8 @@ template <>
 inline constexpr int kXsElems<Q4_0> = W == 16 ? 0 : 32;  // below W = 16: the -8 · Σx term
 template <>
 inline constexpr int kXsElems<Q5<true>> = 32;
+template <>
+inline constexpr int kXsElems<Q5<false>> = W == 16 ? 0 : 32;  // as q4_0: the -16 · Σx term
 
 alignas(64) inline constexpr float kQ5Minus16[16] = {-16, -15, -14, -13, -12, -11, -10, -9,
                                                      -8,  -7,  -6,  -5,  -4,  -3,  -2,  -1};
@@ -105,14 +107,16 @@ struct Dot<Q5<kMin>> {
     const int at = kMin ? 4 : 2;
     const uint32_t qh = u32_at(b + at);
     const F sixteen = V::set1(16.0f);
-    F s0 = V::zero(), s1 = V::zero();
+    // q5_0 below 16 lanes: -16·Σx once per block (as q4_0), not an add per vector.
+    constexpr bool kFold = !kMin && W < 16;
+    F s0 = kFold ? V::set1(xs[0] * (-16.0f / W)) : V::zero(), s1 = V::zero();
     for (int j = 0; j < 16; j += W) {
       const I raw = V::u8(b + at + 4 + j);
       const F x0 = V::load(x + j), x1 = V::load(x + 16 + j);
       // q5_0: (nibble | hbit << 4) - 16; q5_1: nibble | hbit << 4
-      const F lo = kMin ? V::template ucvt<4>(raw) : nib_minus16(raw);
-      const F hi = kMin ? V::template ucvt<4>(V::template shr<4>(raw))
-                        : nib_minus16(V::template shr<4>(raw));
+      const F lo = kMin || kFold ? V::template ucvt<4>(raw) : nib_minus16(raw);
+      const F hi = kMin || kFold ? V::template ucvt<4>(V::template shr<4>(raw))
+                                 : nib_minus16(V::template shr<4>(raw));
       s0 = V::fma(x0, V::add(lo, V::select_bits(qh >> j, sixteen)), s0);
       s1 = V::fma(x1, V::add(hi, V::select_bits(qh >> (16 + j), sixteen)), s1);
     }
