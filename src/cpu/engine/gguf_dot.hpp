@@ -58,24 +58,10 @@ struct Lanes16 {
 template <class T>
 struct Dot;
 
-// With 16 lanes one vpermps makes q - 8 (nib_minus8); with fewer, Σ x·q - 8·Σ x saves the four
-// adds of -8 per block: each lane takes -8·Σx / W (a power of two: exact).
 template <>
 struct Dot<Q4_0> {
   static void dot(const uint8_t* b, const float* x, const float* xs, F& acc) {
-    if constexpr (W == 16) {
-      Q4_0::dot(b, x, acc);
-    } else {
-      const I raw0 = V::u8(b + 2);
-      F s = V::fma(V::load(x), V::template ucvt<4>(raw0), V::set1(xs[0] * (-8.0f / W)));
-      s = V::fma(V::load(x + 16), V::template ucvt<4>(V::template shr<4>(raw0)), s);
-      for (int j = W; j < 16; j += W) {
-        const I raw = V::u8(b + 2 + j);
-        s = V::fma(V::load(x + j), V::template ucvt<4>(raw), s);
-        s = V::fma(V::load(x + 16 + j), V::template ucvt<4>(V::template shr<4>(raw)), s);
-      }
-      acc = V::fma(V::half_bcast(b), s, acc);
-    }
+    Q4_0::dot(b, x, W < 16 ? xs[0] : 0.0f, acc);  // xs: per block below 16 lanes (kXsElems)
   }
 };
 
