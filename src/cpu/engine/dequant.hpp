@@ -67,9 +67,10 @@ inline void dequantize_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, vo
     }
     const int64_t G = w.group;
     const F global = V::set1(w.global);
+    const int64_t row_groups = n * (K / G);
     for (int64_t g = 0; g < K / G; ++g) {
       float sg, bg;
-      group_scale<kSc>(w, n, g, sg, bg);
+      group_scale<kSc>(w, row_groups + g, sg, bg);
       const F s = V::set1(sg), b = V::set1(bg);
       for (int64_t e = g * G; e < (g + 1) * G; e += W) {
         F t = V::mul(natural<kVal, B>(row, e), s);

@@ -15,11 +15,11 @@ namespace quanta::cpu::QUANTA_ISA {
 
 // ---- decode ----
 
-// The scale (and, affine, the bias) of group g of storage row n of W [N, K], as f32; nvfp4's
-// global scale is the caller's.
+// The scale (and, affine, the bias) of group i of W [N, K] counted from row 0 (row n's groups
+// start at n · K / G: callers form that once a row, a 64-bit division), as f32; nvfp4's global
+// scale is the caller's.
 template <Sc kSc>
-inline void group_scale(const WeightPlan& w, int64_t n, int64_t g, float& s, float& b) {
-  const int64_t i = n * (w.k / w.group) + g;
+inline void group_scale(const WeightPlan& w, int64_t i, float& s, float& b) {
   b = 0.0f;
   if constexpr (kSc == Sc::affine) {
     const int sz = sd_size(w.scale_dtype);
@@ -53,9 +53,10 @@ inline void decode_nk_rows(const WeightPlan& w, int64_t n0, int64_t rows, int64_
       }
       for (; e < ld; e += W) V::store(out + e, V::zero());
     } else {
+      const int64_t row_groups = n * (w.k / G);
       for (int64_t g = k0 / G; g < (k0 + kc) / G; ++g) {
         float sg, bg;
-        group_scale<kSc>(w, n, g, sg, bg);
+        group_scale<kSc>(w, row_groups + g, sg, bg);
         const F s = V::set1(kSc == Sc::e4m3 ? sg * w.global : sg), b = V::set1(bg);
         for (int64_t e = g * G; e < (g + 1) * G; e += W) {
           const F q = natural<kVal, B>(row, e);
