@@ -15,7 +15,7 @@ for s in $steps; do
   start=$(date +%s)
   case $s in
     tests)
-      timeout 240 "$T" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+      timeout 420 "$T" --gtest_brief=1 >"$OUT/tests.log" 2>&1
       echo "tests rc=$?"
       grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|rel_l2" "$OUT/tests.log" | head -40
       ;;

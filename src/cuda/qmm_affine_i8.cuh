@@ -19,12 +19,13 @@
 // B column n of tile t is row 4t + n/2 of x, plane n%2; C[g][2q..2q+1] held by lane (g, q) is
 // (H, L) of row 4t+q of x, so every lane applies the scale of its rows of W to its rows of x.
 // x's planes come from a pre-pass (qmm_x_planes) in that B order. At M = 3..4 they are as many
-// bytes as the codes, read through L1 at every step: 4-bit codes are marked for eviction first,
-// and for groups of 64 a step's B fragments load one step ahead (xc_evict_first, xc_b_ahead).
-// With four tiles, a sum c of the mma (|c| <= 255 * 127 * 128 < 2^22) plus 0x4B400000 reads as
-// the f32 1.5 * 2^23 + c, so H + L/256 is two IADD, one FADD and one FMA, rounded once as
-// fmaf(float(L), 1/256, float(H)): the four I2F per group and tile run at 1/8 of the FP32 rate.
-// (At M = 3..8 it ran 0.74-1.39x the speed, median 1.00, int4 g64 f16 3-4% slower: not taken.)
+// bytes as the codes, read through L1 at every step: codes are marked for eviction first (one and
+// two column tiles), and for 4-bit groups of 64 a step's B fragments load one step ahead
+// (xc_evict_first, xc_b_ahead). With four tiles, a sum c of the mma (|c| <= 255 * 127 * 128 < 2^22)
+// plus 0x4B400000 reads as the f32 1.5 * 2^23 + c, so H + L/256 is two IADD, one FADD and one FMA,
+// rounded once as fmaf(float(L), 1/256, float(H)): the four I2F per group and tile run at 1/8 of
+// the FP32 rate. (At M = 3..8 it ran 0.74-1.39x the speed, median 1.00, int4 g64 f16 3-4% slower:
+// not taken.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -151,11 +152,12 @@ __global__ void qmm_x_planes_kernel(const T* x_rows, uint32_t* planes_rows, floa
   }
 }
 
-// Codes loaded L1::evict_first, so x's planes (as many bytes as the codes at M = 4) stay in L1:
-// 4-bit codes on one column tile. H100, M = 3, 4, g32 / g64 / g128, f16 / bf16, the three
-// headline shapes: 0.99-1.09x, geometric mean 1.04x (docs/PERF.md).
-constexpr bool xc_evict_first(int bits, int nt) {
-  return bits == 4 && nt == 1;
+// Codes loaded L1::evict_first, so x's planes (as many bytes as the codes at M = 4, twice as many
+// at M = 8) stay in L1: every width on one and two column tiles. H100 (docs/PERF.md): 4-bit,
+// M = 3, 4, the three headline shapes, 0.99-1.09x (geometric mean 1.04x); the other widths and
+// two tiles, M = 4 and 8, bf16, 0.96-1.21x (geometric mean 1.04x). Four tiles: not measured.
+constexpr bool xc_evict_first(int nt) {
+  return nt <= 2;
 }
 
 // B fragments and (d, X) of a warp's next step loaded during this one, the code ring halved to
@@ -180,7 +182,7 @@ constexpr int xc_min_blocks() {
 template <class T, int BITS, int G, int NT, int SG = G>
 __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
     qmm_affine_i8_kernel(XcArgs a) {
-  constexpr bool BA = xc_b_ahead(BITS, G, NT), kEF = xc_evict_first(BITS, NT);
+  constexpr bool BA = xc_b_ahead(BITS, G, NT), kEF = xc_evict_first(NT);
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = XcGeom<BITS, G>;
   constexpr int W = Geom::kLaneWords, DS = BA ? std::max(1, Geom::kDepth / 2) : Geom::kDepth,
