@@ -10,7 +10,8 @@ B=${BUILD:-build-cuda}
 exec 9>"$B/.make_devrun.lock"
 flock -n 9 || { echo "make_devrun.sh: another run holds $B/.make_devrun.lock" >&2; exit 1; }
 L=src/CMakeFiles/quanta.dir
-objs="$(for f in src/cuda/*.cu src/cuda/*.cpp; do echo $L/cuda/$(basename $f).o; done) $L/format/quantize.cpp.o"
+# The CUDA objects, and the CPU ones whose edits the GPU tests must see (the oracle, the codecs).
+objs="$(for f in src/cuda/*.cu src/cuda/*.cpp; do echo $L/cuda/$(basename $f).o; done) $L/format/quantize.cpp.o $L/cpu/reference/reference.cpp.o"
 T=tests/CMakeFiles/quanta_tests.dir
 ninja -C $B -j2 $objs $T/gpu/test_cuda_affine.cpp.o $T/gpu/test_cuda_generic.cpp.o \
   $T/gpu/test_cuda_errors.cpp.o $T/gpu/test_cuda_quantize.cpp.o $T/test_select_cuda.cpp.o \
