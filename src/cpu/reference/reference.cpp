@@ -5,14 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "core/validate.hpp"
+#include "cpu/pool.hpp"
 #include "format/affine.hpp"
 #include "format/dense.hpp"
 #include "format/gguf.hpp"
@@ -139,32 +137,19 @@ void accumulate_row(const double* x, const double* W, int64_t n0, int64_t n1, in
 }
 
 // row(m, n0, n1) for every row m < M of y, in pieces of kCols outputs spread over the machine's
-// threads. Each output is still one sum in order along K, so the result does not depend on the
-// thread count; small products stay on the calling thread. (The GPU tests' oracle on M x N x K up
-// to 1024 x 256 x 4224 took a third of their time on one thread.)
+// threads (the CPU backend's pool only hands out the pieces). Each output is still one sum in
+// order along K, so the result does not depend on the thread count; small products stay on the
+// calling thread. (The GPU tests' oracle on M x N x K up to 1024 x 256 x 4224 took a third of
+// their time on one thread.)
 template <class Row>
 void for_each_row(int64_t M, int64_t N, int64_t K, Row&& row) {
   constexpr int64_t kCols = 256, kSerialMacs = int64_t{1} << 22;
-  const int64_t per_row = (N + kCols - 1) / kCols, pieces = M * per_row;
-  const int64_t threads = std::min<int64_t>(
-      pieces, M * N * K < kSerialMacs ? 1 : std::max(1u, std::thread::hardware_concurrency()));
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t i; (i = next.fetch_add(1)) < pieces;) {
-      const int64_t m = i / per_row, n0 = i % per_row * kCols;
-      row(m, n0, std::min(N, n0 + kCols));
-    }
-  };
-  std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {  // no more threads: the ones started do the rest
-      break;
-    }
-  }
-  work();
-  for (std::thread& h : helpers) h.join();
+  const int64_t per_row = (N + kCols - 1) / kCols;
+  cpu::parallel_for(M * per_row, M * N * K < kSerialMacs ? 1 : cpu::hardware_threads(),
+                    [&](int64_t i, int) {
+                      const int64_t m = i / per_row, n0 = i % per_row * kCols;
+                      row(m, n0, std::min(N, n0 + kCols));
+                    });
 }
 
 }  // namespace
