@@ -306,10 +306,20 @@ inline Error i8_width_error(std::string_view kernel, int bits, int group) {
                std::to_string(bits) + "-bit codes in groups of " + std::to_string(group));
 }
 
+// Blocks of 8 warps the register cap must allow per multiprocessor (0: no cap). 2-bit groups of
+// 64 at M = 1 took 98 registers, so one wave of 896 blocks (14336 rows) fit only 2 warps a block;
+// capped at 80 (no spills) the launcher picks more warps: H100, three shapes, f16 and bf16,
+// 1.14-1.27x. The same cap ran every other width and group at 0.61-1.02x, and a cap at 64 2-bit
+// g64 1.08-1.16x (docs/PERF.md).
+constexpr int qmv_i8_min_blocks(int bits, int group, int mt) {
+  return bits == 2 && group == 64 && mt == 1 ? 3 : 0;
+}
+
 // G: the geometry's group (codes, x's planes and (d, X) per group of G); SG: the matrix's group,
 // a multiple of G, whose scale and bias serve SG / G consecutive groups of the geometry.
 template <class T, int BITS, int G, int MT, int SG = G>
-__global__ void __launch_bounds__(kI8MaxWarps * 32) qmv_affine_i8_kernel(I8Args a) {
+__global__ void __launch_bounds__(kI8MaxWarps * 32, qmv_i8_min_blocks(BITS, G, MT))
+    qmv_affine_i8_kernel(I8Args a) {
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
   using Geom = I8Geom<BITS, G>;
   constexpr int P = Geom::kPieces, W = Geom::kWords, DS = Geom::template kDepth<MT>;
