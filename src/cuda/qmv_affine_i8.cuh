@@ -310,8 +310,8 @@ inline Error i8_width_error(std::string_view kernel, int bits, int group) {
 // 64 at M = 1 took 98 registers, so one wave of 896 blocks (14336 rows) fit only 2 warps a block;
 // capped at 80 (no spills) the launcher picks more warps: H100, three shapes, f16 and bf16,
 // 1.14-1.27x. At M = 2, 2- and 3-bit groups of 64 and 128 capped at 128 (116-128 registers, were
-// 128-151, no spills): 1.07-1.25x. Caps at 72, 80, 96, 112 and 128 on every other width, group
-// and M ran 0.39-1.08x, none ahead on all three shapes (docs/PERF.md).
+// 128-151, no spills): 1.07-1.25x. Caps of 64-128 on the other instances ran 0.39-1.17x, losses,
+// mixed across the shapes or within 6% (docs/PERF.md).
 constexpr int qmv_i8_min_blocks(int bits, int group, int mt) {
   if (bits == 2 && group == 64 && mt == 1) return 3;
   return mt == 2 && (bits == 2 || bits == 3) && group >= 64 ? 2 : 0;
