@@ -171,16 +171,22 @@ constexpr bool xc_b_ahead(int bits, int group, int nt) {
 // Register caps (blocks of 8 warps resident per SM): two and four column tiles at 128. Two
 // uncapped took 140 and ran 13% slower on 14336 x 5120 (docs/PERF.md); four spill 16-80 bytes
 // at 128 and take 140 uncapped, where 5-bit f16 ran 1.7x slower on two of the three shapes.
-// One tile keeps the default.
-template <int NT>
+// One tile at 128 where that spills at most 8 bytes: 4-bit groups of 128 (136 registers, no
+// spill; H100, M = 3..4, three shapes: f16 1.05-1.23x, bf16 0.97-1.13x, 5.6% less time summed)
+// and f16 2-bit groups of 64 (136, 8 bytes; 1.08-1.30x). bf16 2-bit g64 (168) and 4-bit g32
+// (154) spill 80 / 64 bytes there and ran 0.88-0.97x; the rest take <= 128 uncapped.
+template <class T, int BITS, int G, int NT>
 constexpr int xc_min_blocks() {
-  return NT == 1 ? 0 : 2;
+  if constexpr (NT == 1)
+    return (BITS == 4 && G == 128) || (BITS == 2 && G == 64 && std::is_same_v<T, __half>) ? 2 : 0;
+  else
+    return 2;
 }
 
 // G: the geometry's group (codes, x's planes and (d, X) per group of G); SG: the matrix's group,
 // G or 2G, whose scale and bias serve SG / G consecutive groups of the geometry.
 template <class T, int BITS, int G, int NT, int SG = G>
-__global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<NT>())
+__global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<T, BITS, G, NT>())
     qmm_affine_i8_kernel(XcArgs a) {
   constexpr bool BA = xc_b_ahead(BITS, G, NT), kEF = xc_evict_first(NT);
   grid_dependency_release();  // the next call's pre-pass may launch (common.cuh)
