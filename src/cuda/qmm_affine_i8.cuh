@@ -298,16 +298,17 @@ __global__ void __launch_bounds__(kXcMaxWarps * 32, xc_min_blocks<T, BITS, G, NT
   if constexpr (BA) {
     if (warp < steps) load_step_b(warp, b_now, dx_now);
   }
-  // The i-th value of T in a uint2 of 4, as f32. bf16 in groups of 32 through the intrinsic:
-  // ptxas then holds 4-bit g32's one tile in 128 registers (was 154) and its two tiles' stack
-  // frame in 24 bytes (was 88); H100, M = 3 / 4 / 8, three shapes: 4-bit g32 1.09-1.22x, 8-bit
-  // g32 1.01-1.18x. The other widths ran 0.84-1.12x with it (docs/PERF.md), so keep the shift.
+  // The i-th value of T in a uint2 of 4, as f32. bf16 through the intrinsic in groups of 32, and
+  // on two tiles for 2- and 3-bit groups of 128: ptxas then holds 4-bit g32's one tile in 128
+  // registers (was 154) and its two tiles' stack frame in 24 bytes (was 88). H100, three
+  // shapes: 4-bit g32 1.09-1.22x at M = 3 / 4 / 8, 8-bit g32 1.01-1.18x, 2- and 3-bit g128 at
+  // M = 8 1.02-1.11x; elsewhere it ran 0.84-1.12x (docs/PERF.md), so there the shift.
   auto value = [](const uint2& v, int i) {
     const uint32_t w = i < 2 ? v.x : v.y;
     const uint32_t bits = i % 2 ? w >> 16 : w & 0xffffu;
     if constexpr (std::is_same_v<T, __half>)
       return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-    else if constexpr (G == 32)
+    else if constexpr (G == 32 || (NT == 2 && SG == 128 && BITS <= 3))
       return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits)));
     else
       return __uint_as_float(bits << 16);  // bf16 is the upper half of an f32
