@@ -174,7 +174,8 @@ constexpr bool xc_b_ahead(int bits, int group, int nt) {
 // One tile at 128 where that spills at most 8 bytes: 4-bit groups of 128 (136 registers, no
 // spill; H100, M = 3..4, three shapes: f16 1.05-1.23x, bf16 0.97-1.13x, 5.6% less time summed)
 // and f16 2-bit groups of 64 (136, 8 bytes; 1.08-1.30x). bf16 2-bit g64 (168) and 4-bit g32
-// (154) spill 80 / 64 bytes there and ran 0.88-0.97x; the rest take <= 128 uncapped.
+// (154) spill 80 / 64 bytes there and ran 0.88-0.97x; f16 2-bit g128 (140) ran 0.79-1.17x;
+// the rest take <= 128 uncapped.
 template <class T, int BITS, int G, int NT>
 constexpr int xc_min_blocks() {
   if constexpr (NT == 1)
