@@ -147,6 +147,16 @@ inline F quad_code(I raw, I hi) {
     return V::cvt(V::and_(raw, V::seti(3 << (2 * J))));
 }
 
+// Codes e0 .. e0 + W - 1 of a packed row as floats. 8-bit codes arrive zero-extended, so they
+// skip ucvt's mask (16 of the ~70 vector operations per 128 codes in the avx2 8-bit GEMV).
+template <int B>
+inline F code_floats(const uint8_t* row, int64_t e0) {
+  if constexpr (B == 8)
+    return V::cvt(V::template codes<8>(row, e0));
+  else
+    return V::template ucvt<B>(V::template codes<B>(row, e0));
+}
+
 // W elements from e0 (a multiple of W) of a packed storage row, natural order, unscaled.
 template <Val kVal, int B>
 inline F natural(const uint8_t* row, int64_t e0) {
@@ -157,7 +167,7 @@ inline F natural(const uint8_t* row, int64_t e0) {
   else if constexpr (kVal == Val::e5m2)
     return V::e5m2(row + e0);
   else
-    return V::template ucvt<B>(V::template codes<B>(row, e0));
+    return code_floats<B>(row, e0);
 }
 
 // Calls fn.template operator()<kVal, B, kSc>() for a packed (non-GGUF) scheme.
