@@ -95,7 +95,8 @@ inline void grouped_rows_multi(const WeightPlan& w, const MultiX& mx, const Span
             }
           } else {
             for (int64_t c = 0; c < G / (2 * W); ++c) {
-              prefetch_stream(gp + c * W * B / 4);
+              // Once a line, as gemv.hpp's grouped rows.
+              if ((c * W * B / 4) % 64 == 0) prefetch_stream(gp + c * W * B / 4);
               F q0, q1;
               C::load(gp, c, q0, q1, nan);
               for (int i = 0; i < M; ++i) {
