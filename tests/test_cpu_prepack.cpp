@@ -462,9 +462,19 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
 // ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as its
 // transpose. The original buffers
 // are overwritten after packing: only a kernel that reads the pack passes.
+// The avx2 level's dot products on vpmaddubsw, and on AVX-VNNI's vpdpbusd where the CPU has it.
+struct ScopedAvxVnni {
+  explicit ScopedAvxVnni(bool on) { cpu::disable_avx_vnni(!on); }
+  ~ScopedAvxVnni() { cpu::disable_avx_vnni(false); }
+  ScopedAvxVnni(const ScopedAvxVnni&) = delete;
+  ScopedAvxVnni& operator=(const ScopedAvxVnni&) = delete;
+};
+
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
   const cpu::ScopedIsa scoped(Isa::avx2);
+  std::vector<bool> dots = {false};
+  if (cpu::cpu_features().avx_vnni) dots.push_back(true);
   struct Case {
     Format f;
     DType t;
@@ -512,14 +522,18 @@ TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
       std::memset(w.codes, 0x6C, fp.code_bytes);
       if (fp.scale_bytes) std::memset(w.scales, 0x33, fp.scale_bytes);  // GGUF: none apart
       if (fp.bias_bytes) std::memset(w.biases, 0x44, fp.bias_bytes);
-      for (std::size_t i = 0; i < xs.size(); ++i)
-        for (int threads : {1, 2}) {
-          const ref::Comparison cmp = run(xs[i], p, want[i], "qmv_fused_avx2", threads);
-          EXPECT_TRUE(cmp.pass) << c.f.name() << " " << dtype_name(c.t) << " K=" << k << " x "
-                                << dtype_name(xs[i].dtype) << " M=" << xs[i].rows
-                                << " threads=" << threads << ": rel_l2 " << cmp.rel_l2
-                                << ", non-finite " << cmp.nonfinite;
-        }
+      for (const bool vnni_dot : dots) {
+        const ScopedAvxVnni dot(vnni_dot);
+        ASSERT_EQ(cpu::avx_vnni_active(), vnni_dot);
+        for (std::size_t i = 0; i < xs.size(); ++i)
+          for (int threads : {1, 2}) {
+            const ref::Comparison cmp = run(xs[i], p, want[i], "qmv_fused_avx2", threads);
+            EXPECT_TRUE(cmp.pass) << c.f.name() << " " << dtype_name(c.t) << " K=" << k << " x "
+                                  << dtype_name(xs[i].dtype) << " M=" << xs[i].rows
+                                  << " threads=" << threads << (vnni_dot ? " vpdpbusd" : "")
+                                  << ": rel_l2 " << cmp.rel_l2 << ", non-finite " << cmp.nonfinite;
+          }
+      }
     }
 }
 

@@ -174,11 +174,12 @@ std::vector<float> random_floats(std::size_t n, uint32_t seed) {
 int run(const Options& o) {
   if (!o.isa.empty()) cpu::force_isa(cpu::parse_isa(o.isa));
   const int threads = cpu::resolve_threads(o.threads);
-  fmt::print("cpu: {}\nisa: {}  threads: {}  next-pass prefetch: {}\n",
+  fmt::print("cpu: {}\nisa: {}  threads: {}  next-pass prefetch: {}{}\n",
              cpu::cpu_features().describe(), cpu::isa_name(cpu::active_isa()), threads,
              cpu::gemv_prefetch().rows ? "rows, l2"
              : cpu::gemv_prefetch().l2 ? "run, l2"
-                                       : "run, l1");
+                                       : "run, l1",
+             cpu::avx_vnni_active() ? "  packed dots: vpdpbusd (AVX-VNNI)" : "");
 #if defined(QUANTA_PROBE_OPENBLAS)
   openblas_set_num_threads(threads);
   fmt::print("openblas core: {}\n", openblas_get_corename());

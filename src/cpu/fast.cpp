@@ -89,6 +89,7 @@ PlannedMatrix make_plan(const QuantizedMatrix& w, const HostPack* pack = nullptr
   p.global = w.global_scale ? *w.global_scale : 1.0f;
   p.prefetch_l2 = gemv_prefetch().l2;
   p.prefetch_rows = gemv_prefetch().rows;
+  p.avx_vnni = avx_vnni_active();
   // Rows whose whole-vector loads could leave the buffer are read from a padded copy.
   p.tail_row =
       code_bytes >= kRowOverread ? std::min(rows, (code_bytes - kRowOverread) / p.row_bytes) : 0;

@@ -233,6 +233,7 @@ void force_isa(std::optional<Isa> isa) {
 namespace {
 std::atomic<bool> g_vnni_off{false};
 std::atomic<bool> g_amx_off{false};
+std::atomic<bool> g_avx_vnni_off{false};
 
 // Whether the environment variable `name` is "0" (other values are ignored).
 bool env_zero(const char* name) {
@@ -255,6 +256,16 @@ bool avx2_int8_active() {
 
 bool int8_active() {
   return vnni_active() || avx2_int8_active();
+}
+
+bool avx_vnni_active() {
+  static const bool env_off = env_zero("QUANTA_CPU_AVX_VNNI");
+  return avx2_int8_active() && cpu_features().avx_vnni && !env_off &&
+         !g_avx_vnni_off.load(std::memory_order_relaxed);
+}
+
+void disable_avx_vnni(bool off) {
+  g_avx_vnni_off.store(off, std::memory_order_relaxed);
 }
 
 void disable_vnni(bool off) {

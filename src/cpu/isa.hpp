@@ -68,6 +68,13 @@ void disable_vnni(bool off);
 bool avx2_int8_active();
 bool int8_active();
 
+// Whether the avx2 level's packed GEMV (x86/avx2_int8.hpp) takes AVX-VNNI's vpdpbusd in place of
+// vpmaddubsw + vpmaddwd: where avx2_int8_active() and the CPU has AVX-VNNI (Intel from Alder
+// Lake and Sapphire Rapids, AMD from Zen 5), unless QUANTA_CPU_AVX_VNNI=0 or
+// disable_avx_vnni(true) (tests run both).
+bool avx_vnni_active();
+void disable_avx_vnni(bool off);
+
 // The tiled path's AMX-BF16 tile products (src/cpu/x86/amx_gemm.*, kernel qmm_amx_avx512): where
 // the CPU has AMX-BF16 and AVX512-BF16, Linux granted the tile state and the level is avx512,
 // unless QUANTA_CPU_AMX=0 or disable_amx(true).

@@ -44,6 +44,9 @@ struct WeightPlan {
   // L1, and per row at the current offset instead of as one run.
   bool prefetch_l2 = false;
   bool prefetch_rows = false;
+  // With int8_x at the avx2 level: the packed GEMV's dot products on AVX-VNNI's vpdpbusd
+  // (avx_vnni_active(), x86/avx2_int8.hpp).
+  bool avx_vnni = false;
   // x arrived as bf16 (8 significant bits): the VNNI GEMVs take two of x's three int8 planes, x
   // rounded to 14 bits below each block's largest |x| (the third plane's dot products skipped),
   // and q6_K one of its two int16 planes (15 bits).

@@ -7,7 +7,9 @@
 // x takes planes as the VNNI kernels do (x86/vnni_affine.hpp): per 128-element block three int8
 // digits of x / 2^e (two when x arrived as bf16, WeightPlan::x_bf16, as on the VNNI level), and
 // one vpmaddwd against 2^14, 2^7 or 1 widens each plane's int16 pairs to int32 with its weight:
-// p0·2^14 + p1·2^7 + p2, exact. AVX2 has no vpdpbusd. The planes are in this level's own quad
+// p0·2^14 + p1·2^7 + p2, exact. Where the CPU has AVX-VNNI (WeightPlan::avx_vnni) the same
+// planes meet the codes in vpdpbusd instead, one per code vector and plane, the planes' sums
+// chained by shifts (avx2_int8_vnni.cpp). The planes are in this level's own quad
 // order (vector j byte i is element 4i + j), and so are the codes: a shift cuts 2-bit codes j out
 // of MLX's bytes, and the pack lays the other widths out for it (cpu/pack.cpp avx2_block; a pack
 // made at the VNNI level is not read here), so a block's codes are four vectors after a few shifts
@@ -34,5 +36,9 @@ bool prep(const WeightPlan& w, const float* x, uint8_t* planes, float* group_pow
 // which avx2_int8_gemv(w) holds.
 void packed_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1,
                   float* y, int64_t ldy);
+
+// packed_multi on AVX-VNNI's vpdpbusd, for a w with avx_vnni set (packed_multi calls it).
+void packed_multi_vnni(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, int64_t n1,
+                       float* y, int64_t ldy);
 
 }  // namespace quanta::cpu::avx2_int8

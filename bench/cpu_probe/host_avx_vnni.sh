@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the device machine's host CPU: the avx2 level's packed GEMV with AVX-VNNI's vpdpbusd against
+# vpmaddubsw (QUANTA_CPU_AVX_VNNI=0), same binary, alternating; the CPU tests that force the avx2
+# level first. Needs devpack/cpu.tar.xz (bench/cpu_probe/make_cpu_pack.sh) and devpack/cli.tar.xz
+# (its OpenBLAS / fmt libraries) unpacked into build-cuda. Logs to $OUT.
+set -uo pipefail
+C=build-cuda/cpu
+export LD_LIBRARY_PATH=$PWD/build-cuda/cli:${LD_LIBRARY_PATH:-}
+{ grep -m1 "model name" /proc/cpuinfo; nproc
+  grep -o -w 'avx_vnni\|avx512_vnni\|avx512f\|amx_int8' /proc/cpuinfo | sort | uniq -c; } | tee "$OUT/host.txt"
+if ! grep -q -w avx_vnni /proc/cpuinfo; then echo "no AVX-VNNI on this host"; exit 0; fi
+timeout 240 $C/quanta_tests --gtest_brief=1 --gtest_filter='CpuPrepack*' 2>&1 | tail -5 | tee "$OUT/tests.txt"
+QUANTA_CPU_ISA=avx2 timeout 240 $C/quanta_tests --gtest_brief=1 \
+  --gtest_filter='CpuPrepack*:CpuKernels*:PlaneExtremes*' 2>&1 | tail -5 | tee -a "$OUT/tests.txt"
+F=${FORMATS:-affine-4b-g64,q4_0,mxfp4,nvfp4,affine-2b-g128,affine-3b-g64,affine-5b-g64,affine-6b-g64,q4_1}
+for round in 1 2; do
+  for v in 0 1; do
+    echo "== round $round QUANTA_CPU_AVX_VNNI=$v (one core hot)" | tee -a "$OUT/hot.txt"
+    QUANTA_CPU_AVX_VNNI=$v QUANTA_CPU_PIN=1 timeout 120 $C/quanta_cpu_probe --isa avx2 --hot \
+      --threads 1 --n 1024 --k 14336 --reps 51 --roof-mb 8 --prepack --formats $F 2>&1 |
+      tee -a "$OUT/hot.txt" | grep -E "packed|isa"
+  done
+done
+for round in 1 2; do
+  for v in 0 1; do
+    echo "== round $round QUANTA_CPU_AVX_VNNI=$v (2 threads, DRAM)" | tee -a "$OUT/dram.txt"
+    QUANTA_CPU_AVX_VNNI=$v QUANTA_CPU_PIN=1 timeout 120 $C/quanta_cpu_probe --isa avx2 --threads 2 \
+      --reps 7 --prepack --formats $F 2>&1 | tee -a "$OUT/dram.txt" | grep -E "packed|roof \("
+  done
+done
