@@ -13,6 +13,33 @@ inline float pow2(int e) {
   return __builtin_ldexpf(1.0f, e);
 }
 
+// acc + the four-byte dot products of u8 codes and s8 digits (32 bytes at `digits`) per int32
+// lane: AVX-VNNI's vpdpbusd (VEX). Inline assembly, so the files keep the avx2 flags and the
+// instruction sits only in the instances run where cpu::avx_vnni_active(); `{vex}` picks the
+// AVX-VNNI encoding.
+[[gnu::always_inline]] inline __m256i dpbusd(__m256i acc, __m256i codes, const uint8_t* digits) {
+  asm("%{vex%} vpdpbusd %2, %1, %0"
+      : "+x"(acc)
+      : "x"(codes), "m"(*reinterpret_cast<const __m256i*>(digits)));
+  return acc;
+}
+
+// Σ_p 2^(7·(P - 1 - p))·Σ_j q_j·x(p, j) per int32 lane on vpdpbusd: a step's four code vectors in
+// quad order against P planes of x in quad order at xb (plane p, vector j at xb + 128p + 32j), one
+// chain, each plane's sums landing on the previous ones shifted by 7 (as vnni_affine.cpp
+// plane_dot). A lane is 16 consecutive elements; a plane adds 16 products to it, |.| <=
+// 16·63·128 for codes up to 6 bits, so the sum stays under 16·63·128·(2^14 + 2^7 + 1) < 2^31 (the
+// lane's intermediate values may wrap, the sum is exact).
+template <int P>
+[[gnu::always_inline]] inline __m256i quad_dot_vnni(const __m256i (&q)[4], const uint8_t* xb) {
+  __m256i a = _mm256_setzero_si256();
+  for (int p = 0; p < P; ++p) {
+    if (p > 0) a = _mm256_slli_epi32(a, 7);
+    for (int j = 0; j < 4; ++j) a = dpbusd(a, q[j], xb + p * 128 + 32 * j);
+  }
+  return a;
+}
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -143,30 +143,6 @@ template <int P, int kBits>
   return weigh_planes<P>([&](int p) { return _mm256_add_epi16(pair(p, 0), pair(p, 2)); });
 }
 
-// acc + the four-byte dot products of u8 codes and s8 digits per int32 lane: AVX-VNNI's
-// vpdpbusd (VEX). Inline assembly, so this file keeps the avx2 flags and the instruction sits only
-// in the kVnni instances, run where cpu::avx_vnni_active(); `{vex}` picks the AVX-VNNI encoding.
-[[gnu::always_inline]] inline __m256i dpbusd(__m256i acc, __m256i codes, const uint8_t* digits) {
-  asm("%{vex%} vpdpbusd %2, %1, %0"
-      : "+x"(acc)
-      : "x"(codes), "m"(*reinterpret_cast<const __m256i*>(digits)));
-  return acc;
-}
-
-// quad_dot on vpdpbusd: one chain, each plane's sums landing on the previous ones shifted by 7
-// (as vnni_affine.cpp plane_dot). A plane adds 16 products per lane, |.| <= 16·63·128, so the
-// whole sum stays under 16·63·128·(2^14 + 2^7 + 1) < 2^31 for every width here (6-bit codes
-// included: no halves); the lane's intermediate values wrap at most, the sum is exact.
-template <int P>
-[[gnu::always_inline]] inline __m256i quad_dot_vnni(const __m256i (&q)[4], const uint8_t* xb) {
-  __m256i a = _mm256_setzero_si256();
-  for (int p = 0; p < P; ++p) {
-    if (p > 0) a = _mm256_slli_epi32(a, 7);
-    for (int j = 0; j < 4; ++j) a = dpbusd(a, q[j], xb + p * 128 + 32 * j);
-  }
-  return a;
-}
-
 // A step's dot products per int32 lane, on vpmaddubsw or (kVnni) on vpdpbusd.
 template <int P, int kBits, bool kVnni>
 [[gnu::always_inline]] inline __m256i block_dot(const __m256i (&q)[4], const uint8_t* xb) {

@@ -352,6 +352,32 @@ void block(const uint8_t* blk, const uint8_t* const* pb, const float* pw, const 
   }
 }
 
+// block on AVX-VNNI for the quad formats (where cpu::avx_vnni_active()): per half and row of x the
+// planes' sums in one vpdpbusd chain (avx2_common.hpp quad_dot_vnni: an int32 lane is one sub-block
+// of 16 or half of one of 32, exact), converted once and scaled by its sub-block's scale in f32.
+template <class F, int M, int P>
+void block_vnni(const uint8_t* blk, const uint8_t* const* pb, const float* pw,
+                const float* const* xs, __m256 (&acc)[M]) {
+  const F f(blk);
+  __m256 sum[M];
+  for (int m = 0; m < M; ++m) sum[m] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int n = 0; n < 2; ++n) {
+    __m256i q[4];
+    f.quad(n, q);
+    // Each lane's scale sits in both of its int16 halves: times (1, 0) is the scale.
+    const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(f.quad_scales(n), _mm256_set1_epi32(1)));
+#pragma GCC unroll 2
+    for (int m = 0; m < M; ++m)
+      sum[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quad_dot_vnni<P>(q, pb[m] + kQuadHalf * n)), s,
+                               sum[m]);
+  }
+  for (int m = 0; m < M; ++m) {
+    acc[m] = _mm256_fmadd_ps(_mm256_set1_ps(f.d * pw[m] * kPlaneUnit<P>), sum[m], acc[m]);
+    acc[m] = f.offsets(acc[m], xs[m]);
+  }
+}
+
 // A block into L2 or L1 (WeightPlan::prefetch_l2, a run-time flag: a predictable branch in place
 // of a second instantiation of every kernel).
 void prefetch_block(const uint8_t* p, int64_t bytes, bool l2) {
@@ -364,7 +390,7 @@ void prefetch_block(const uint8_t* p, int64_t bytes, bool l2) {
 
 // R rows of W (rp[r]) over every block against M rows of x, the rows' next blocks prefetched
 // (next[r]); y[m·ldy + r] = row r's dot product with row m of x.
-template <class F, int R, int M, int P>
+template <class F, int R, int M, int P, bool kVnni>
 void rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, int64_t sub,
           bool l2, const vnni::MultiPlanes& mp, float* y, int64_t ldy) {
   __m256 acc[R][M];
@@ -380,7 +406,12 @@ void rows(const uint8_t* const* rp, const uint8_t* const* next, int64_t blocks, 
       xs[m] = mp.xs[m] + b * sub;
       pw[m] = mp.pow2[m][b];
     }
-    for (int r = 0; r < R; ++r) block<F, M, P>(rp[r] + b * F::kBytes, pb, pw, xs, acc[r]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kVnni)
+        block_vnni<F, M, P>(rp[r] + b * F::kBytes, pb, pw, xs, acc[r]);
+      else
+        block<F, M, P>(rp[r] + b * F::kBytes, pb, pw, xs, acc[r]);
+    }
   }
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < M; ++m) y[m * ldy + r] = hsum(acc[r][m]);
@@ -417,7 +448,7 @@ void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, in
   const int64_t blocks = w.k / kBlockElems;
   const int64_t sub = w.scheme == Scheme::q4_K || w.scheme == Scheme::q5_K ? 8 : 16;
   const bool l2 = w.prefetch_l2;
-  auto run = [&]<class F, int M, int P>() {
+  auto run = [&]<class F, int M, int P, bool kVnni = false>() {
     // Passes of R rows of W (4 for one row of x, 2 for two: registers), then the rest one at a
     // time.
     constexpr int R = M == 1 ? kRows : kRows / 2;
@@ -429,26 +460,32 @@ void gemv_multi(const WeightPlan& w, const vnni::MultiPlanes& mp, int64_t n0, in
         rp[r] = row_at(w, n + r);
         next[r] = row_at(w, n + R + r < w.n ? n + R + r : w.n - 1);
       }
-      rows<F, R, M, P>(rp, next, blocks, sub, l2, mp, y + n, ldy);
+      rows<F, R, M, P, kVnni>(rp, next, blocks, sub, l2, mp, y + n, ldy);
     }
     for (; n < n1; ++n) {
       const uint8_t* rp = row_at(w, n);
-      rows<F, 1, M, P>(&rp, &rp, blocks, sub, l2, mp, y + n, ldy);
+      rows<F, 1, M, P, kVnni>(&rp, &rp, blocks, sub, l2, mp, y + n, ldy);
+    }
+  };
+  auto quad = [&]<int M, int P, bool kVnni>() {
+    switch (w.scheme) {
+      case Scheme::q2_K:
+        return run.template operator()<Q2KQuad, M, P, kVnni>();
+      case Scheme::q3_K:
+        return run.template operator()<Q3KQuad, M, P, kVnni>();
+      case Scheme::q4_K:
+        return run.template operator()<Q45KQuad<false>, M, P, kVnni>();
+      case Scheme::q5_K:
+        return run.template operator()<Q45KQuad<true>, M, P, kVnni>();
+      default:
+        return run.template operator()<Q6KQuad, M, P, kVnni>();
     }
   };
   auto with_format = [&]<int M, int P>() {
-    if (w.kquant_quad != nullptr) switch (w.scheme) {
-        case Scheme::q2_K:
-          return run.template operator()<Q2KQuad, M, P>();
-        case Scheme::q3_K:
-          return run.template operator()<Q3KQuad, M, P>();
-        case Scheme::q4_K:
-          return run.template operator()<Q45KQuad<false>, M, P>();
-        case Scheme::q5_K:
-          return run.template operator()<Q45KQuad<true>, M, P>();
-        default:
-          return run.template operator()<Q6KQuad, M, P>();
-      }
+    if (w.kquant_quad != nullptr) {
+      if (w.avx_vnni) return quad.template operator()<M, P, true>();
+      return quad.template operator()<M, P, false>();
+    }
     switch (w.scheme) {
       case Scheme::q2_K:
         return run.template operator()<Q2K, M, P>();
