@@ -233,7 +233,7 @@ void force_isa(std::optional<Isa> isa) {
 namespace {
 std::atomic<bool> g_vnni_off{false};
 std::atomic<bool> g_amx_off{false};
-std::atomic<bool> g_avx_vnni_off{false};
+std::atomic<int> g_avx_vnni{-1};  // force_avx_vnni: -1 none, 0 off, 1 on
 
 // Whether the environment variable `name` is "0" (other values are ignored).
 bool env_zero(const char* name) {
@@ -259,13 +259,24 @@ bool int8_active() {
 }
 
 bool avx_vnni_active() {
-  static const bool env_off = env_zero("QUANTA_CPU_AVX_VNNI");
-  return avx2_int8_active() && cpu_features().avx_vnni && !env_off &&
-         !g_avx_vnni_off.load(std::memory_order_relaxed);
+#if defined(QUANTA_EMULATE_AVX_VNNI)
+  constexpr bool kEmulated = true;  // CI: vpdpbusd emulated (x86/avx2_common.hpp dpbusd)
+#else
+  constexpr bool kEmulated = false;
+#endif
+  // The environment's choice ("0" or "1"), else the default: on only where emulated.
+  static const int env = [] {
+    const char* v = std::getenv("QUANTA_CPU_AVX_VNNI");
+    const std::string_view e = v != nullptr ? v : "";
+    return e == "1" ? 1 : e == "0" ? 0 : -1;
+  }();
+  const int forced = g_avx_vnni.load(std::memory_order_relaxed);
+  const bool wanted = forced >= 0 ? forced == 1 : env >= 0 ? env == 1 : kEmulated;
+  return wanted && avx2_int8_active() && (cpu_features().avx_vnni || kEmulated);
 }
 
-void disable_avx_vnni(bool off) {
-  g_avx_vnni_off.store(off, std::memory_order_relaxed);
+void force_avx_vnni(std::optional<bool> on) {
+  g_avx_vnni.store(on ? static_cast<int>(*on) : -1, std::memory_order_relaxed);
 }
 
 void disable_vnni(bool off) {

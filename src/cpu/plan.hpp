@@ -44,8 +44,8 @@ struct WeightPlan {
   // L1, and per row at the current offset instead of as one run.
   bool prefetch_l2 = false;
   bool prefetch_rows = false;
-  // With int8_x at the avx2 level: the packed GEMV's dot products on AVX-VNNI's vpdpbusd
-  // (avx_vnni_active(), x86/avx2_int8.hpp).
+  // With int8_x at the avx2 level: the packed GEMVs' dot products on AVX-VNNI's vpdpbusd
+  // (avx_vnni_active(), opt-in for now; x86/avx2_int8.hpp, x86/avx2_kquant.hpp).
   bool avx_vnni = false;
   // x arrived as bf16 (8 significant bits): the VNNI GEMVs take two of x's three int8 planes, x
   // rounded to 14 bits below each block's largest |x| (the third plane's dot products skipped),

@@ -7,9 +7,10 @@
 // x takes planes as the VNNI kernels do (x86/vnni_affine.hpp): per 128-element block three int8
 // digits of x / 2^e (two when x arrived as bf16, WeightPlan::x_bf16, as on the VNNI level), and
 // one vpmaddwd against 2^14, 2^7 or 1 widens each plane's int16 pairs to int32 with its weight:
-// p0·2^14 + p1·2^7 + p2, exact. Where the CPU has AVX-VNNI (WeightPlan::avx_vnni) the same
-// planes meet the codes in vpdpbusd instead, one per code vector and plane, the planes' sums
-// chained by shifts (avx2_int8_vnni.cpp). The planes are in this level's own quad
+// p0·2^14 + p1·2^7 + p2, exact. With AVX-VNNI (WeightPlan::avx_vnni: cpu::avx_vnni_active(),
+// opt-in for now) the same planes meet the codes in vpdpbusd instead, one per code vector and
+// plane, the planes' sums then shifted and added (avx2_int8_vnni.cpp). The planes are in this
+// level's own quad
 // order (vector j byte i is element 4i + j), and so are the codes: a shift cuts 2-bit codes j out
 // of MLX's bytes, and the pack lays the other widths out for it (cpu/pack.cpp avx2_block; a pack
 // made at the VNNI level is not read here), so a block's codes are four vectors after a few shifts

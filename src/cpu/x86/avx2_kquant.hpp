@@ -23,10 +23,10 @@
 // likewise: an int32 lane of vpmaddwd then holds one sub-block of 16, so the four vectors' int16
 // pairs add before one vpmaddwd against the sub-block scales (q6_K: two vectors'), where GGUF's
 // order takes one per vector. One core, 1024 x 14336 hot: q2_K 1.27-1.42 -> 0.91-0.99 ms, q6_K
-// 1.81-1.82 -> 1.27-1.31 ms (docs/PERF.md, eighteenth session). Where the CPU has AVX-VNNI
-// (WeightPlan::avx_vnni) the pack's halves take vpdpbusd instead: per half and row of x one chain
-// over the planes (avx2_common.hpp quad_dot_vnni), converted once and scaled by each lane's
-// sub-block scale in f32.
+// 1.81-1.82 -> 1.27-1.31 ms (docs/PERF.md, eighteenth session). With AVX-VNNI
+// (WeightPlan::avx_vnni, opt-in for now) the pack's halves take vpdpbusd instead: per half and row
+// of x one chain over the planes (avx2_common.hpp quad_dot_vnni), converted once and scaled by each
+// lane's sub-block scale in f32.
 #pragma once
 
 #include <cstdint>
