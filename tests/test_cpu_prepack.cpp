@@ -457,12 +457,6 @@ TEST(CpuPrepackRows, PlainRowsAtSmallMWherePrefetchIsPerRow) {
   }
 }
 
-// The avx2 level's integer GEMVs (x86/avx2_int8.hpp, x86/avx2_kquant.hpp), forced where the CPU has
-// a higher level: each format it packs (codes of 2 to 6 bits, and q2_K-q6_K in quad order), every
-// group and scale dtype, x in f32 (three planes) and bf16 (two), M = 1..4 (q3_K, q5_K, q6_K: to 8),
-// ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as its
-// transpose. The original buffers
-// are overwritten after packing: only a kernel that reads the pack passes.
 // The avx2 level's dot products on vpmaddubsw, and on AVX-VNNI's vpdpbusd where the CPU has it.
 struct ScopedAvxVnni {
   explicit ScopedAvxVnni(bool on) { cpu::force_avx_vnni(on); }
@@ -471,6 +465,13 @@ struct ScopedAvxVnni {
   ScopedAvxVnni& operator=(const ScopedAvxVnni&) = delete;
 };
 
+// The avx2 level's integer GEMVs (x86/avx2_int8.hpp, x86/avx2_kquant.hpp), forced where the CPU has
+// a higher level: each format it packs (codes of 2 to 6 bits, and q2_K-q6_K in quad order), every
+// group and scale dtype, x in f32 (three planes) and bf16 (two), M = 1..4 (q3_K, q5_K, q6_K: to 8),
+// ragged N, K in whole and partial chunks, one and two threads, and W [K, N] packed as its
+// transpose. The original buffers
+// are overwritten after packing: only a kernel that reads the pack passes. Where AVX-VNNI runs (or
+// the build emulates it), every case runs with both dot products.
 TEST_F(CpuPrepack, Avx2LevelReadsThePack) {
   if (!cpu::isa_supported(Isa::avx2)) GTEST_SKIP() << "no avx2 level on this CPU";
   const cpu::ScopedIsa scoped(Isa::avx2);
